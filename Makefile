@@ -1,0 +1,50 @@
+# anvil: thin wrapper around CMake. `make run` and `make test` install what is missing first.
+#   make run    build (CPU, plus CUDA when nvcc can run it) and run the quickstart
+#   make test   build and run the CPU test suite; also compiles the CUDA (sm_90) and HIP (gfx90a) builds
+#   make gpu    CUDA build for the H200 machine (static third-party libraries, ships to machines without them)
+#   make bench  op micro-benchmarks on the best backend present
+JOBS ?= $(shell nproc)
+CUDA_ARCHS ?= 90
+HIP_ARCHS ?= gfx90a
+NVCC := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CMAKE_COMMON := -G Ninja -DCMAKE_BUILD_TYPE=Release
+
+.PHONY: all setup build run test test-cpu build-cuda build-hip gpu bench clean
+
+all: build
+
+setup:
+	@bash scripts/setup.sh --with-hip --with-python
+
+build: setup
+	cmake -S . -B build $(CMAKE_COMMON) -DANVIL_GPU=none >/dev/null
+	cmake --build build -j $(JOBS)
+
+run: build
+	bash scripts/quickstart.sh
+
+# CI: compile every vendor's build (a kernel that breaks either fails here), then run the CPU suite last so
+# the output ends with ctest's summary.
+test: build build-cuda build-hip test-cpu
+
+test-cpu: build
+	cd build && ctest --output-on-failure -j $(JOBS) --timeout 1500
+
+build-cuda: setup
+	@if [ -z "$(NVCC)" ]; then echo "build-cuda: nvcc not found, skipping the CUDA build"; else \
+	  cmake -S . -B build-cuda $(CMAKE_COMMON) -DANVIL_GPU=cuda -DANVIL_CUDA_ARCHS="$(CUDA_ARCHS)" \
+	    -DCMAKE_CUDA_COMPILER=$(NVCC) -DANVIL_STATIC=ON >/dev/null && cmake --build build-cuda -j $(JOBS); fi
+
+build-hip: setup
+	@if ! command -v hipcc >/dev/null; then echo "build-hip: hipcc not found, skipping the HIP build"; else \
+	  hip_cxx=$$(HIPCC_VERBOSE=1 hipcc --version 2>&1 | grep -o '[^ ]*clang++[^ ]*' | head -1); \
+	  cmake -S . -B build-hip $(CMAKE_COMMON) -DANVIL_GPU=hip -DANVIL_HIP_ARCHS="$(HIP_ARCHS)" \
+	    -DCMAKE_CXX_COMPILER=$$hip_cxx >/dev/null && cmake --build build-hip -j $(JOBS); fi
+
+gpu: build-cuda
+
+bench: build
+	@if [ -x build-cuda/anvil ] && nvidia-smi >/dev/null 2>&1; then build-cuda/anvil bench ops; else build/anvil bench ops; fi
+
+clean:
+	rm -rf build build-cuda build-hip

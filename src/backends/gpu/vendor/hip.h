@@ -1,0 +1,80 @@
+// AMD spellings: maps anvil's neutral gpu* runtime names onto HIP (5.x API, so Debian's
+// hipcc 5.2 compiles it). The other file (with cuda.h) allowed to name the vendor runtime.
+#pragma once
+#include <hip/hip_runtime.h>
+
+#include <string>
+
+#define ANVIL_VENDOR_NAME "hip"
+// CDNA (gfx90a, gfx942) runs 64-wide wavefronts. RDNA (wave32) would set 32 here.
+#define ANVIL_WARP_SIZE 64
+// HIP's second launch-bounds argument is min warps per EU, not min blocks per SM: translate it.
+#define ANVIL_LAUNCH_BOUNDS(threads, min_blocks) \
+  __launch_bounds__(threads, ((min_blocks) * (threads) + ANVIL_WARP_SIZE - 1) / ANVIL_WARP_SIZE)
+
+// Neutral spellings used by anvil's GPU sources (cuda.h maps the same names onto CUDA).
+#define gpuError_t hipError_t
+#define gpuSuccess hipSuccess
+#define gpuErrorMemoryAllocation hipErrorOutOfMemory
+#define gpuGetErrorString hipGetErrorString
+#define gpuGetLastError hipGetLastError
+#define gpuPeekAtLastError hipPeekAtLastError
+#define gpuGetDeviceCount hipGetDeviceCount
+#define gpuSetDevice hipSetDevice
+#define gpuGetDevice hipGetDevice
+#define gpuDeviceProp hipDeviceProp_t
+#define gpuGetDeviceProperties hipGetDeviceProperties
+#define gpuDeviceSynchronize hipDeviceSynchronize
+#define gpuMalloc hipMalloc
+#define gpuFree hipFree
+#define gpuMemcpy hipMemcpy
+#define gpuMemcpyAsync hipMemcpyAsync
+#define gpuMemsetAsync hipMemsetAsync
+#define gpuMemcpyHostToDevice hipMemcpyHostToDevice
+#define gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define gpuMemcpyDeviceToDevice hipMemcpyDeviceToDevice
+#define gpuStream_t hipStream_t
+#define gpuStreamCreateWithFlags hipStreamCreateWithFlags
+#define gpuStreamNonBlocking hipStreamNonBlocking
+#define gpuStreamDestroy hipStreamDestroy
+#define gpuStreamSynchronize hipStreamSynchronize
+#define gpuStreamWaitEvent hipStreamWaitEvent
+#define gpuEvent_t hipEvent_t
+#define gpuEventCreate hipEventCreate
+#define gpuEventDestroy hipEventDestroy
+#define gpuEventRecord hipEventRecord
+#define gpuEventSynchronize hipEventSynchronize
+#define gpuEventElapsedTime hipEventElapsedTime
+#define gpuGraph_t hipGraph_t
+#define gpuGraphExec_t hipGraphExec_t
+#define gpuStreamBeginCapture hipStreamBeginCapture
+#define gpuStreamEndCapture hipStreamEndCapture
+#define gpuStreamCaptureModeThreadLocal hipStreamCaptureModeThreadLocal
+#define gpuGraphLaunch hipGraphLaunch
+#define gpuGraphExecDestroy hipGraphExecDestroy
+#define gpuGraphDestroy hipGraphDestroy
+#define gpuFuncSetAttribute hipFuncSetAttribute
+#define gpuFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
+#define gpuMemGetInfo hipMemGetInfo
+#define gpuGraphInstantiate(exec, graph) hipGraphInstantiate((exec), (graph), nullptr, nullptr, 0)
+
+namespace anvil::gpu::vendor {
+using stream_t = hipStream_t;
+using event_t = hipEvent_t;
+using graph_exec_t = hipGraphExec_t;
+using error_t = hipError_t;
+inline const char* error_string(error_t e) { return hipGetErrorString(e); }
+constexpr error_t success = hipSuccess;
+// Architecture name and capabilities: FP8 matrix arithmetic on gfx94x (MI300) and later.
+template <class Info>
+inline void fill_arch(const hipDeviceProp_t& p, Info& info) {
+  info.arch = p.gcnArchName;
+  info.fp8_compute = info.arch.rfind("gfx94", 0) == 0 || info.arch.rfind("gfx95", 0) == 0;
+  info.smem_per_block_optin = p.sharedMemPerBlock;
+  info.bf16_compute = true;
+}
+}  // namespace anvil::gpu::vendor
+
+#define ANVIL_SHFL_XOR(v, lane_mask, width) __shfl_xor((v), (lane_mask), (width))
+#define ANVIL_SHFL_UP(v, delta, width) __shfl_up((v), (delta), (width))
+#define ANVIL_SHFL(v, src, width) __shfl((v), (src), (width))

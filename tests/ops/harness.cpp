@@ -1,0 +1,213 @@
+#include "harness.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#ifdef ANVIL_HAS_GPU
+#include "backends/gpu/runtime.h"
+#endif
+
+namespace anvil::test {
+
+std::vector<OpCase>& registry() {
+  static std::vector<OpCase> r;
+  return r;
+}
+
+std::vector<float> rand_uniform(size_t n, uint64_t seed, uint64_t salt, float lo, float hi, DType dtype) {
+  std::vector<float> v(n);
+  const uint64_t s = seed * 0x9E3779B97F4A7C15ull + salt;
+  for (size_t i = 0; i < n; i++) v[i] = round_to(dtype, lo + (hi - lo) * rng_uniform(s, i));
+  return v;
+}
+std::vector<float> rand_normal(size_t n, uint64_t seed, uint64_t salt, float stddev, DType dtype) {
+  std::vector<float> v(n);
+  const uint64_t s = seed * 0x9E3779B97F4A7C15ull + salt;
+  for (size_t i = 0; i < n; i++) v[i] = round_to(dtype, stddev * rng_normal(s, i));
+  return v;
+}
+std::vector<double> to_double(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
+Tensor make(const std::vector<float>& v, const Shape& shape, DType dtype, Device d) {
+  return Tensor::from_floats(v, shape, dtype, d);
+}
+
+double derived_tol(DType out_dtype, double k_len, double factor) {
+  return factor * (dtype_unit_roundoff(out_dtype) + std::sqrt(std::max(1.0, k_len)) * 0x1p-24);
+}
+
+Check compare(const std::string& what, const std::vector<float>& out, const std::vector<double>& ref, double tol) {
+  Check c;
+  if (out.size() != ref.size()) {
+    c.ok = false;
+    c.detail = str(what, ": ", out.size(), " elements, reference has ", ref.size());
+    return c;
+  }
+  double ss = 0;
+  for (double r : ref) ss += r * r;
+  const double rms = ref.empty() ? 0 : std::sqrt(ss / double(ref.size()));
+  double worst = 0;
+  size_t wi = 0;
+  for (size_t i = 0; i < out.size(); i++) {
+    double err = std::fabs(double(out[i]) - ref[i]);
+    double bound = tol * (std::fabs(ref[i]) + rms) + 1e-300;
+    double ratio = std::isnan(out[i]) ? INFINITY : err / bound;
+    if (ratio > worst || std::isnan(ratio)) {
+      worst = std::isnan(ratio) ? INFINITY : ratio;
+      wi = i;
+    }
+  }
+  c.ok = worst <= 1.0;
+  c.detail = str(what, ": worst err/bound ", fmt_g(worst), " at [", wi, "] got ", out.empty() ? 0.f : out[wi],
+                 " ref ", ref.empty() ? 0.0 : ref[wi], " (tol ", fmt_g(tol), ", rms ", fmt_g(rms), ")");
+  return c;
+}
+Check compare(const std::string& what, const Tensor& out, const std::vector<double>& ref, double tol) {
+  return compare(what, out.to_floats(), ref, tol);
+}
+
+std::vector<double> finite_diff(const std::function<std::vector<double>(const std::vector<double>&)>& f,
+                                const std::vector<double>& x, const std::vector<double>& g, double h) {
+  std::vector<double> d(x.size());
+  std::vector<double> xp = x;
+  for (size_t i = 0; i < x.size(); i++) {
+    const double step = h * std::max(1.0, std::fabs(x[i]));
+    xp[i] = x[i] + step;
+    auto fp = f(xp);
+    xp[i] = x[i] - step;
+    auto fm = f(xp);
+    xp[i] = x[i];
+    double s = 0;
+    for (size_t j = 0; j < fp.size(); j++) s += (fp[j] - fm[j]) * g[j];
+    d[i] = s / (2 * step);
+  }
+  return d;
+}
+
+double time_us(const Ctx& ctx, const std::function<void()>& fn, int reps) {
+  std::vector<double> t;
+  for (int i = 0; i < 3; i++) fn();
+#ifdef ANVIL_HAS_GPU
+  if (ctx.device.is_gpu()) {
+    auto a = gpu::event_create(), b = gpu::event_create();
+    for (int i = 0; i < reps; i++) {
+      gpu::event_record(a, gpu::current_stream());
+      fn();
+      gpu::event_record(b, gpu::current_stream());
+      gpu::event_synchronize(b);
+      t.push_back(1e3 * gpu::event_elapsed_ms(a, b));
+    }
+    gpu::event_destroy(a);
+    gpu::event_destroy(b);
+  }
+#endif
+  if (ctx.device.is_cpu()) {
+    for (int i = 0; i < reps; i++) {
+      auto s = std::chrono::steady_clock::now();
+      fn();
+      t.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - s).count());
+    }
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+std::string fmt_g(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
+
+}  // namespace anvil::test
+
+// ---- driver ------------------------------------------------------------------------------------------
+using namespace anvil;
+using namespace anvil::test;
+
+static int usage(const char* msg) {
+  std::fprintf(stderr,
+               "anvil_op_tests: %s\n"
+               "usage: anvil_op_tests [--op NAME] [--backend cpu|gpu] [--mode test|grad|perf] [--seed N] "
+               "[--filter SUBSTR] [--list] [-v]\n",
+               msg);
+  return 2;
+}
+
+int main(int argc, char** argv) {
+  std::string op, mode = "test", filter, backend_name = "cpu";
+  uint64_t seed = 1234;
+  bool list = false, verbose = false;
+  for (int i = 1; i < argc; i++) {
+    std::string a = argv[i];
+    auto need = [&](const char* name) -> std::string {
+      if (i + 1 >= argc) throw Error("anvil_op_tests", str("a value after ", name), "end of arguments", __FILE__, __LINE__);
+      return argv[++i];
+    };
+    try {
+      if (a == "--op") op = need("--op");
+      else if (a == "--mode") mode = need("--mode");
+      else if (a == "--backend") backend_name = need("--backend");
+      else if (a == "--seed") seed = std::stoull(need("--seed"));
+      else if (a == "--filter") filter = need("--filter");
+      else if (a == "--list") list = true;
+      else if (a == "-v") verbose = true;
+      else return usage(("unknown option '" + a + "'").c_str());
+    } catch (const std::exception& e) {
+      return usage(e.what());
+    }
+  }
+  if (mode != "test" && mode != "grad" && mode != "perf") return usage(("unknown mode '" + mode + "'").c_str());
+  Device dev;
+  try {
+    dev = parse_device(backend_name);
+    backend(dev);
+  } catch (const std::exception& e) {
+    return usage(e.what());
+  }
+  Ctx ctx{dev, seed, verbose};
+  int passed = 0, failed = 0, skipped = 0, matched = 0;
+  for (auto& c : registry()) {
+    if (!op.empty() && c.op != op) continue;
+    if (!filter.empty() && c.id.find(filter) == std::string::npos) continue;
+    matched++;
+    if (list) {
+      std::printf("%s\n", c.id.c_str());
+      continue;
+    }
+    auto& fn = mode == "test" ? c.test : mode == "grad" ? c.grad : c.test;
+    if (mode == "perf") {
+      if (!c.perf) { skipped++; continue; }
+      try {
+        PerfResult r = c.perf(ctx);
+        std::printf("PERF %-60s %10.2f us  %8.1f GB/s  %8.2f TFLOP/s\n", c.id.c_str(), r.us,
+                    r.bytes / (r.us * 1e3), r.flops / (r.us * 1e6));
+        passed++;
+      } catch (const std::exception& e) {
+        std::printf("FAIL %s [%s] seed=%llu: %s\n", c.id.c_str(), dev.name().c_str(), (unsigned long long)seed, e.what());
+        failed++;
+      }
+      continue;
+    }
+    if (!fn) { skipped++; continue; }
+    try {
+      auto checks = fn(ctx);
+      bool ok = !checks.empty();
+      for (auto& ch : checks) ok = ok && ch.ok;
+      std::printf("%s %s [%s]\n", ok ? "PASS" : "FAIL", c.id.c_str(), dev.name().c_str());
+      for (auto& ch : checks)
+        if (!ch.ok || verbose) std::printf("     %s%s\n", ch.ok ? "" : "FAILED ", ch.detail.c_str());
+      if (!ok) std::printf("     (seed=%llu; rerun with --seed %llu --filter '%s')\n", (unsigned long long)seed,
+                           (unsigned long long)seed, c.id.c_str());
+      ok ? passed++ : failed++;
+    } catch (const std::exception& e) {
+      std::printf("FAIL %s [%s] seed=%llu: %s\n", c.id.c_str(), dev.name().c_str(), (unsigned long long)seed, e.what());
+      failed++;
+    }
+  }
+  if (list) return 0;
+  if (matched == 0) return usage(("no case matches op '" + op + "' filter '" + filter + "'").c_str());
+  std::printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+  return failed ? 1 : 0;
+}
