@@ -1,0 +1,40 @@
+// rope: rotary position embedding in the Hugging Face "rotate_half" layout: for i < HD/2, the pair
+// (x[i], x[i + HD/2]) is rotated by angle pos * inv_freq[i].
+//
+// Shapes:  x, y, dy, dx: (N, NH, HD) with N = B*T tokens (q or k heads);  pos: (N) i32;  inv_freq: (HD/2) f32.
+// Dtypes:  x/y f32/bf16/f16 (the same). y may be x (in place).
+// Numerics: angles in fp32 from an fp32 inv_freq, as transformers computes them; sin/cos in fp32.
+// Gradients: dx = rotation of dy by -angle (dx may be dy, in place).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace anvil {
+
+// rope_theta and Llama 3.1's frequency scaling ("rope_type": "llama3"): wavelengths longer than
+// original_max_position / low_freq_factor are divided by `factor`, shorter than .../high_freq_factor kept,
+// and those between blended smoothly.
+struct RopeConfig {
+  double theta = 10000.0;
+  std::string type = "default";  // "default" or "llama3"
+  double factor = 8.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  double original_max_position = 8192;
+};
+std::vector<float> rope_inv_freq(const RopeConfig& cfg, int64_t head_dim);  // (HD/2)
+
+void rope_fwd(const Tensor& x, const Tensor& pos, const Tensor& inv_freq, Tensor& y);
+void rope_bwd(const Tensor& dy, const Tensor& pos, const Tensor& inv_freq, Tensor& dx);
+
+void rope_fwd_ref(const double* x, const int32_t* pos, const double* inv_freq, double* y, int64_t N, int64_t NH,
+                  int64_t HD);
+void rope_bwd_ref(const double* dy, const int32_t* pos, const double* inv_freq, double* dx, int64_t N, int64_t NH,
+                  int64_t HD);
+
+void rope_fwd_cpu(const Tensor& x, const Tensor& pos, const Tensor& inv_freq, Tensor& y, bool inverse);
+void rope_fwd_gpu(const Tensor& x, const Tensor& pos, const Tensor& inv_freq, Tensor& y, bool inverse);
+
+}  // namespace anvil
