@@ -96,14 +96,13 @@ ANVIL_HD uint16_t f32_to_bf16(float f) {
 }
 
 // ---- f16 (IEEE binary16), round to nearest even, overflow to inf, subnormals exact.
+// Branch-light: shifting the 15 magnitude bits into f32 position and scaling by 2^112 (exact: a power of two)
+// rebias normals and turns f16 subnormals (read as f32 subnormals) into their exact value; only inf/NaN need a
+// fix-up. The earlier branchy decoder held f16 rms_norm at 25% of copy bandwidth on the H200 (bf16: 64%).
 ANVIL_HD float f16_to_f32(uint16_t h) {
-  uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-  if (exp == 0x1f) return bits_f32(sign | 0x7f800000u | (man << 13));
-  if (exp == 0) {  // zero or subnormal: man * 2^-24
-    float v = float(man) * 0x1p-24f;
-    return sign ? -v : v;
-  }
-  return bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
+  float mag = bits_f32(uint32_t(h & 0x7fffu) << 13) * 0x1p112f;
+  if ((h & 0x7c00u) == 0x7c00u) mag = bits_f32(0x7f800000u | (uint32_t(h & 0x3ffu) << 13));
+  return bits_f32(f32_bits(mag) | (uint32_t(h & 0x8000u) << 16));
 }
 ANVIL_HD uint16_t f32_to_f16(float f) {
   uint32_t u = f32_bits(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;

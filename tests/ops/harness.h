@@ -32,6 +32,7 @@ struct PerfResult {
   double us = 0;      // median microseconds per call
   double bytes = 0;   // bytes moved (each input read once, each output written once)
   double flops = 0;
+  std::string shape;  // what was timed, when it differs from the case id ("[8192,4096]")
 };
 
 struct OpCase {

@@ -69,9 +69,9 @@ std::vector<OpCase> cases() {
           PerfResult r;
           r.us = time_us(ctx, [&] { rms_norm_fwd(tx, tw, eps, ty, tr); });
           r.bytes = 2.0 * double(N * C) * dtype_size(dt);
+          r.shape = shape_str({N, C});
           return r;
         };
-        c.id = str("rms_norm(", dtype_name(dt), ",", shape_str({s.N, s.C}), ",eps=1e-5)");
       }
       out.push_back(c);
     }
