@@ -22,16 +22,12 @@ void check_no_alias(const char* op, const Tensor& c, const Tensor& t, const char
   ANVIL_CHECK(!overlap, op, str("the output not to overlap ", name), str(c.describe(), " overlaps ", t.describe()));
 }
 
-[[noreturn]] void no_backend(const char* op, const Tensor& t) {
-  ANVIL_THROW(op, "a CPU tensor (this build has no GPU backend)", t.describe());
-}
-
 void run_matmul(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, float alpha, float beta) {
   if (c.device().is_cpu()) return matmul_cpu(a, b, c, ta, tb, alpha, beta);
 #ifdef ANVIL_HAS_GPU
   return matmul_gpu(a, b, c, ta, tb, alpha, beta);
 #else
-  no_backend("matmul", c);
+  ANVIL_THROW("matmul", "a CPU tensor (this build has no GPU backend)", c.describe());
 #endif
 }
 
@@ -165,7 +161,7 @@ void matmul_fp8(const Tensor& a, const Tensor& a_scale, const Tensor& w, const T
 #ifdef ANVIL_HAS_GPU
   return matmul_fp8_gpu(a, a_scale, w, w_scale, out);
 #else
-  no_backend(op, out);
+  ANVIL_THROW(op, "a CPU tensor (this build has no GPU backend)", out.describe());
 #endif
 }
 
