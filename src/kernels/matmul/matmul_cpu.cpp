@@ -30,7 +30,7 @@ template <class T>
 void matmul_lowp(const T* a, const T* b, void* c, DType c_dtype, int64_t M, int64_t N, int64_t K, bool ta, bool tb,
                  float alpha, float beta) {
   std::vector<float> bf(size_t(K * N));
-  widen_rows(b, 1, K * N, 0, bf.data());
+  widen_rows(b, tb ? N : K, tb ? K : N, tb ? K : N, bf.data());  // row by row: rows go to OpenMP threads
   const int64_t MB = std::max<int64_t>(1, std::min(M, kPanelFloats / std::max(K, N)));
   std::vector<float> af(size_t(MB * K)), cf;
   if (c_dtype != DType::f32) cf.resize(size_t(MB * N));
