@@ -1,0 +1,227 @@
+// cuBLASLt behind gpu::vendor_gemm (see gemm.h): bf16/f16/f32 products with f32 compute (f32 output allowed for
+// 16-bit inputs: gradient accumulation), and FP8 e4m3/e5m2 products with per-tensor or per-channel scales.
+//
+// Row-major mapping: cuBLASLt is column-major, and a row-major (R, C) matrix is the column-major (C, R) matrix,
+// its transpose. So row-major c = op(a) op(b) is computed as column-major c^T = op(b)^T op(a)^T: cuBLASLt's
+// "A" is our b, its "B" is our a, m = N, n = M, k = K. FP8 needs cuBLASLt's "TN" layout (its A transposed,
+// both operands K-major): exactly our a (M, K) @ w (N, K)^T.
+//
+// Cached per shape/dtype/alignment key: the matmul descriptor, layouts and the heuristic's algorithm (one
+// heuristic query costs ~tens of µs, a decode step runs hundreds of GEMMs). One handle per device; one 32 MiB
+// workspace per (device, stream) from the caching allocator (NVIDIA recommends 32 MiB on Hopper).
+#if defined(ANVIL_CUDA)
+#include <cublasLt.h>
+
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "backends/gpu/common.cuh"
+#include "backends/gpu/vendor/gemm.h"
+#include "core/tensor.h"
+
+namespace anvil::gpu {
+namespace {
+
+[[noreturn]] void blaslt_error(const char* call, cublasStatus_t s, const char* file, int line) {
+  throw Error(call, "CUBLAS_STATUS_SUCCESS",
+              str(cublasLtGetStatusName(s), " (", int(s), "): ", cublasLtGetStatusString(s)), file, line);
+}
+
+}  // namespace
+}  // namespace anvil::gpu
+
+// Every cuBLASLt call is checked: the error names the call, the status and file:line.
+#define ANVIL_BLASLT_CHECK(call)                                                            \
+  do {                                                                                      \
+    cublasStatus_t anvil_st_ = (call);                                                     \
+    if (anvil_st_ != CUBLAS_STATUS_SUCCESS) blaslt_error(#call, anvil_st_, __FILE__, __LINE__); \
+  } while (0)
+
+namespace anvil::gpu {
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+
+bool cuda_type(DType t, cudaDataType_t& out) {
+  switch (t) {
+    case DType::f32: out = CUDA_R_32F; return true;
+    case DType::bf16: out = CUDA_R_16BF; return true;
+    case DType::f16: out = CUDA_R_16F; return true;
+    case DType::e4m3fn: out = CUDA_R_8F_E4M3; return true;
+    case DType::e5m2: out = CUDA_R_8F_E5M2; return true;
+    default: return false;  // the fnuz formats are AMD's
+  }
+}
+
+// The largest power of two (<= 256) dividing the address: heuristics pick kernels by it.
+uint32_t alignment(const void* p) {
+  uint32_t a = 256;
+  while (a > 1 && reinterpret_cast<uintptr_t>(p) % a) a >>= 1;
+  return a;
+}
+
+enum class ScaleMode : int { none, tensor, channel };
+
+struct Key {
+  int device;
+  int64_t M, N, K;
+  DType a, b, c;
+  bool ta, tb;
+  ScaleMode scale;
+  uint32_t align_a, align_b, align_c;
+  auto tie() const { return std::tie(device, M, N, K, a, b, c, ta, tb, scale, align_a, align_b, align_c); }
+  bool operator<(const Key& o) const { return tie() < o.tie(); }
+};
+
+struct Plan {
+  bool ok = false;  // false: cuBLASLt has no algorithm for this case (cached too, so we ask once)
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;  // cuBLASLt's A (our b), B (our a), C = D
+  cublasLtMatmulAlgo_t algo{};
+};
+
+struct State {
+  std::mutex mu;
+  std::map<int, cublasLtHandle_t> handles;
+  std::map<std::pair<int, StreamHandle>, void*> workspaces;
+  std::map<Key, Plan> plans;
+};
+State& state() {
+  static State* s = new State();  // never destroyed: descriptors and workspaces live as long as the process
+  return *s;
+}
+
+template <class V>
+void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const V& v) {
+  ANVIL_BLASLT_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)));
+}
+template <class V>
+void set_pref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, const V& v) {
+  ANVIL_BLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(p, attr, &v, sizeof(v)));
+}
+
+// Scale pointers are per call (the descriptor is shared; cuBLASLt reads it when the call is enqueued).
+void set_scales(const Plan& p, const void* scale_A, const void* scale_B) {
+  set_desc(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, scale_A);
+  set_desc(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, scale_B);
+}
+
+Plan make_plan(cublasLtHandle_t h, const Key& k, const void* scale_A, const void* scale_B) {
+  Plan p;
+  cudaDataType_t ta, tb, tc;
+  cuda_type(k.a, ta), cuda_type(k.b, tb), cuda_type(k.c, tc);
+  ANVIL_BLASLT_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, int32_t(k.tb ? CUBLAS_OP_T : CUBLAS_OP_N));
+  set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, int32_t(k.ta ? CUBLAS_OP_T : CUBLAS_OP_N));
+  if (k.scale == ScaleMode::channel) {  // cuBLASLt: A scales its m rows (our N), B its n columns (our M)
+    set_desc(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, int32_t(CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F));
+    set_desc(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, int32_t(CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F));
+  }
+  if (k.scale != ScaleMode::none) set_scales(p, scale_A, scale_B);
+  // Column-major layouts (rows, cols, ld) of the row-major buffers; see the mapping at the top.
+  const uint64_t rA = k.tb ? k.K : k.N, cA = k.tb ? k.N : k.K;
+  const uint64_t rB = k.ta ? k.M : k.K, cB = k.ta ? k.K : k.M;
+  ANVIL_BLASLT_CHECK(cublasLtMatrixLayoutCreate(&p.la, tb, rA, cA, int64_t(rA)));
+  ANVIL_BLASLT_CHECK(cublasLtMatrixLayoutCreate(&p.lb, ta, rB, cB, int64_t(rB)));
+  ANVIL_BLASLT_CHECK(cublasLtMatrixLayoutCreate(&p.lc, tc, uint64_t(k.N), uint64_t(k.M), k.N));
+
+  cublasLtMatmulPreference_t pref;
+  ANVIL_BLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  set_pref(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(kWorkspaceBytes));
+  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, k.align_b);
+  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, k.align_a);
+  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, k.align_c);
+  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, k.align_c);
+  cublasLtMatmulHeuristicResult_t r{};
+  int n = 0;
+  // Not ANVIL_BLASLT_CHECK: "no algorithm for this case" is an answer (we fall back), not an error.
+  const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(h, p.desc, p.la, p.lb, p.lc, p.lc, pref, 1, &r, &n);
+  ANVIL_BLASLT_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+  if (s == CUBLAS_STATUS_SUCCESS && n > 0) {
+    p.algo = r.algo;
+    p.ok = true;
+    return p;
+  }
+  if (s != CUBLAS_STATUS_SUCCESS && s != CUBLAS_STATUS_NOT_SUPPORTED && s != CUBLAS_STATUS_INVALID_VALUE)
+    blaslt_error("cublasLtMatmulAlgoGetHeuristic", s, __FILE__, __LINE__);
+  ANVIL_BLASLT_CHECK(cublasLtMatrixLayoutDestroy(p.la));
+  ANVIL_BLASLT_CHECK(cublasLtMatrixLayoutDestroy(p.lb));
+  ANVIL_BLASLT_CHECK(cublasLtMatrixLayoutDestroy(p.lc));
+  ANVIL_BLASLT_CHECK(cublasLtMatmulDescDestroy(p.desc));
+  return Plan{};
+}
+
+__global__ void broadcast_scalar_kernel(float* __restrict__ dst, const float* __restrict__ src, int n) {
+  const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) dst[i] = *src;
+}
+
+// Which cases cuBLASLt is asked for at all (its heuristic has the last word).
+bool supported(const VendorGemm& g, const DeviceInfo& info, bool fp8) {
+  if (g.M <= 0 || g.N <= 0 || g.K <= 0) return false;
+  cudaDataType_t t;
+  if (!cuda_type(g.a_dtype, t) || !cuda_type(g.b_dtype, t) || !cuda_type(g.c_dtype, t)) return false;
+  if (!fp8) {
+    if (g.a_dtype != g.b_dtype || dtype_is_fp8(g.a_dtype)) return false;
+    if (g.c_dtype != g.a_dtype && g.c_dtype != DType::f32) return false;
+    return g.a_dtype != DType::bf16 || info.bf16_compute;
+  }
+  // FP8 (sm_89+): both operands fp8, not both e5m2; TN layout; K-major rows of 16-byte multiples; out bf16/f32.
+  if (!info.fp8_compute || !dtype_is_fp8(g.a_dtype) || !dtype_is_fp8(g.b_dtype)) return false;
+  if (g.a_dtype == DType::e5m2 && g.b_dtype == DType::e5m2) return false;
+  if (g.trans_a || !g.trans_b || g.K % 16 != 0) return false;
+  if (g.c_dtype != DType::bf16 && g.c_dtype != DType::f32) return false;
+  if ((g.N * int64_t(dtype_size(g.c_dtype))) % 16 != 0) return false;
+  if (alignment(g.a) < 16 || alignment(g.b) < 16 || alignment(g.c) < 16) return false;
+  return g.scale_a && g.scale_b;
+}
+
+}  // namespace
+
+bool vendor_gemm(const VendorGemm& g) {
+  const int dev = current_device();
+  const DeviceInfo info = device_info(dev);
+  const bool fp8 = dtype_is_fp8(g.a_dtype) || dtype_is_fp8(g.b_dtype);
+  if (!supported(g, info, fp8)) return false;
+
+  // cuBLASLt's A is our b: it takes w's scale; its B (our a) takes a's scale, as an M-vector in channel mode
+  // (outer-vector scaling scales both operands by vectors).
+  const ScaleMode mode = !fp8 ? ScaleMode::none : g.per_channel_b ? ScaleMode::channel : ScaleMode::tensor;
+  const void* scale_A = g.scale_b;
+  const void* scale_B = g.scale_a;
+  Tensor a_scale_vec;
+  if (mode == ScaleMode::channel) {
+    a_scale_vec = Tensor::empty({g.M}, DType::f32, Device::gpu(dev));
+    broadcast_scalar_kernel<<<ceil_div(g.M, 256), 256, 0, stream()>>>(a_scale_vec.data<float>(), g.scale_a,
+                                                                      int(g.M));
+    ANVIL_LAUNCH_CHECK();
+    scale_B = a_scale_vec.data_ptr();
+  }
+
+  State& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  auto hit = st.handles.find(dev);
+  if (hit == st.handles.end()) {
+    cublasLtHandle_t h;
+    ANVIL_BLASLT_CHECK(cublasLtCreate(&h));
+    hit = st.handles.emplace(dev, h).first;
+  }
+  const cublasLtHandle_t h = hit->second;
+  const Key key{dev,         g.M,     g.N,        g.K,  g.a_dtype,      g.b_dtype,      g.c_dtype,
+                g.trans_a,   g.trans_b, mode,     alignment(g.a), alignment(g.b), alignment(g.c)};
+  auto it = st.plans.find(key);
+  if (it == st.plans.end()) it = st.plans.emplace(key, make_plan(h, key, scale_A, scale_B)).first;
+  const Plan& p = it->second;
+  if (!p.ok) return false;
+  if (mode != ScaleMode::none) set_scales(p, scale_A, scale_B);
+
+  void*& ws = st.workspaces[{dev, current_stream()}];
+  if (!ws) ws = alloc(kWorkspaceBytes);
+  ANVIL_BLASLT_CHECK(cublasLtMatmul(h, p.desc, &g.alpha, g.b, p.la, g.a, p.lb, &g.beta, g.c, p.lc, g.c, p.lc, &p.algo,
+                                    ws, kWorkspaceBytes, stream()));
+  return true;
+}
+
+}  // namespace anvil::gpu
+#endif  // ANVIL_CUDA

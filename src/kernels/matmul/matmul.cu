@@ -1,0 +1,135 @@
+// GPU matmul dispatch: the vendor library (cuBLASLt on NVIDIA) where it supports the case, else the portable
+// tiled kernel (matmul_tiled.cu; all of AMD). ANVIL_GEMM=tiled forces the tiled kernel, so one GPU test run can
+// check both paths. Also the linear layer's two small kernels: bias broadcast and the bias gradient.
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "backends/gpu/common.cuh"
+#include "backends/gpu/vendor/gemm.h"
+#include "core/dispatch.h"
+#include "kernels/matmul/matmul.h"
+#include "kernels/matmul/matmul_tiled.h"
+
+namespace anvil {
+namespace {
+
+// Read on every call (a getenv is ~100 ns, a GEMM launch several µs) so a process can switch paths.
+bool force_tiled() {
+  const char* e = std::getenv("ANVIL_GEMM");
+  if (!e || !*e || std::string(e) == "auto") return false;
+  if (std::string(e) == "tiled") return true;
+  ANVIL_THROW("ANVIL_GEMM", "'tiled' or 'auto' (or unset)", str("'", e, "'"));
+}
+
+constexpr int kThreads = 256;
+
+// y (rows, OC) = bias broadcast over rows, converted to y's dtype (exact: bias has x's dtype, y x's or f32).
+template <class TB, class TY>
+__global__ void bias_rows_kernel(const TB* __restrict__ bias, TY* __restrict__ y, int64_t total, int OC) {
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < total; i += int64_t(gridDim.x) * kThreads)
+    y[i] = from_f32<TY>(to_f32(bias[i % OC]));
+}
+
+// Bias gradient, two passes so it is deterministic (no atomics): block (x, y) sums column x*256 + t over rows
+// y, y + G, y + 2G, ... into part (G, OC); then the G partial rows are added into dbias. Each row segment is read
+// by 256 consecutive threads: coalesced.
+template <class T>
+__global__ void col_sum_part_kernel(const T* __restrict__ dy, float* __restrict__ part, int64_t rows, int OC) {
+  const int col = int(blockIdx.x) * kThreads + int(threadIdx.x);
+  if (col >= OC) return;
+  float s = 0.f;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) s += to_f32(dy[r * OC + col]);
+  part[int64_t(blockIdx.y) * OC + col] = s;
+}
+__global__ void add_part_rows_kernel(const float* __restrict__ part, float* __restrict__ dbias, int G, int OC) {
+  const int col = int(blockIdx.x) * kThreads + int(threadIdx.x);
+  if (col >= OC) return;
+  float s = 0.f;
+  for (int g = 0; g < G; g++) s += part[int64_t(g) * OC + col];
+  dbias[col] += s;
+}
+
+}  // namespace
+
+void matmul_gpu(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b, float alpha, float beta) {
+  const int64_t M = c.size(0), N = c.size(1), K = trans_a ? a.size(0) : a.size(1);
+  if (M == 0 || N == 0) return;
+  if (!force_tiled()) {
+    gpu::VendorGemm g;
+    g.M = M, g.N = N, g.K = K;
+    g.a = a.data_ptr(), g.a_dtype = a.dtype(), g.trans_a = trans_a;
+    g.b = b.data_ptr(), g.b_dtype = b.dtype(), g.trans_b = trans_b;
+    g.c = c.data_ptr(), g.c_dtype = c.dtype();
+    g.alpha = alpha, g.beta = beta;
+    if (gpu::vendor_gemm(g)) return;
+  }
+  TiledGemm t;
+  t.a = a.data_ptr(), t.a_dtype = a.dtype();
+  t.sam = trans_a ? 1 : K, t.sak = trans_a ? M : 1;  // op(a)(m, k) = a[m][k], or a[k][m] for a (K, M)
+  t.b = b.data_ptr(), t.b_dtype = b.dtype();
+  t.sbk = trans_b ? 1 : N, t.sbn = trans_b ? K : 1;  // op(b)(k, n) = b[k][n], or b[n][k] for b (N, K)
+  t.c = c.data_ptr(), t.c_dtype = c.dtype();
+  t.M = int(M), t.N = int(N), t.K = int(K);
+  t.alpha = alpha, t.beta = beta;
+  matmul_tiled(t);
+}
+
+void matmul_fp8_gpu(const Tensor& a, const Tensor& a_scale, const Tensor& w, const Tensor& w_scale, Tensor& out) {
+  const int64_t M = a.size(0), K = a.size(1), N = w.size(0);
+  if (M == 0 || N == 0) return;
+  const bool per_channel = w_scale.numel() == N && N > 1;
+  // Native FP8 needs fp8 activations too; weight-only FP8 (bf16 a) always dequantizes in the tiled kernel.
+  if (!force_tiled() && dtype_is_fp8(a.dtype())) {
+    gpu::VendorGemm g;
+    g.M = M, g.N = N, g.K = K;
+    g.a = a.data_ptr(), g.a_dtype = a.dtype(), g.trans_a = false;
+    g.b = w.data_ptr(), g.b_dtype = w.dtype(), g.trans_b = true;
+    g.c = out.data_ptr(), g.c_dtype = out.dtype();
+    g.scale_a = a_scale.data<float>(), g.scale_b = w_scale.data<float>(), g.per_channel_b = per_channel;
+    if (gpu::vendor_gemm(g)) return;
+  }
+  TiledGemm t;
+  t.a = a.data_ptr(), t.a_dtype = a.dtype(), t.sam = K, t.sak = 1;
+  t.b = w.data_ptr(), t.b_dtype = w.dtype(), t.sbk = 1, t.sbn = K;
+  t.c = out.data_ptr(), t.c_dtype = out.dtype();
+  t.M = int(M), t.N = int(N), t.K = int(K);
+  t.scale_a = a_scale.data<float>();
+  t.scale_n = w_scale.data<float>(), t.scale_n_stride = per_channel ? 1 : 0;
+  matmul_tiled(t);
+}
+
+void matmul_bias_rows_gpu(const Tensor& bias, Tensor& y) {
+  const int64_t total = y.numel();
+  const int OC = int(bias.numel());
+  if (total == 0) return;
+  const int cu = gpu::device_info(gpu::current_device()).compute_units;
+  const int blocks = int(std::min<int64_t>(gpu::ceil_div(total, kThreads), int64_t(cu) * 8));
+  ANVIL_DISPATCH_FLOAT(bias.dtype(), T, {
+    if (y.dtype() == DType::f32)
+      bias_rows_kernel<T, float><<<blocks, kThreads, 0, gpu::stream()>>>(bias.data<T>(), y.data<float>(), total, OC);
+    else
+      bias_rows_kernel<T, T><<<blocks, kThreads, 0, gpu::stream()>>>(bias.data<T>(), y.data<T>(), total, OC);
+    ANVIL_LAUNCH_CHECK();
+  });
+}
+
+void matmul_dbias_gpu(const Tensor& dy, Tensor& dbias) {
+  const int OC = int(dbias.numel());
+  const int64_t rows = OC ? dy.numel() / OC : 0;
+  if (rows == 0) return;
+  // About two blocks per SM/CU in the first pass: OC=4096 gives 16 column blocks x G row groups.
+  const int cu = gpu::device_info(gpu::current_device()).compute_units;
+  const int col_blocks = gpu::ceil_div(OC, kThreads);
+  const int G = int(std::max<int64_t>(1, std::min<int64_t>({rows, 2 * cu / col_blocks, 65535})));
+  Tensor part = Tensor::empty({G, OC}, DType::f32, dy.device());
+  ANVIL_DISPATCH_FLOAT(dy.dtype(), T, {
+    col_sum_part_kernel<T><<<dim3(unsigned(col_blocks), unsigned(G)), kThreads, 0, gpu::stream()>>>(
+        dy.data<T>(), part.data<float>(), rows, OC);
+    ANVIL_LAUNCH_CHECK();
+  });
+  add_part_rows_kernel<<<col_blocks, kThreads, 0, gpu::stream()>>>(part.data<float>(), dbias.data<float>(), G, OC);
+  ANVIL_LAUNCH_CHECK();
+}
+
+}  // namespace anvil

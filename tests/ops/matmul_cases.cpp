@@ -1,0 +1,246 @@
+// matmul cases: the general product (every dtype, transpose, alpha/beta, odd shapes, f32 accumulation output),
+// the linear layer forward/backward with bias, argument errors, and the perf shapes. FP8 cases live in
+// matmul_fp8_cases.cpp.
+#include "harness.h"
+#include "kernels/matmul/matmul.h"
+
+namespace anvil::test {
+namespace {
+
+struct Mnk { int64_t M, N, K; };
+// Odd sizes: tails in every tile dimension (64/128 tiles, 16-deep k-slices) and a 1-row product.
+const Mnk kShapes[] = {{1, 7, 13}, {33, 65, 17}, {128, 96, 200}, {257, 129, 511}};
+
+const char* trans_name(bool ta, bool tb) { return ta ? (tb ? "TT" : "TN") : (tb ? "NT" : "NN"); }
+
+// One product c = alpha op(a) op(b) + beta c with inputs in `dt` and c in `ct`, against the fp64 reference.
+std::vector<Check> run_matmul(const Ctx& ctx, DType dt, DType ct, Mnk s, bool ta, bool tb, float alpha, float beta) {
+  const Shape sa = ta ? Shape{s.K, s.M} : Shape{s.M, s.K}, sb = tb ? Shape{s.N, s.K} : Shape{s.K, s.N};
+  auto a = rand_normal(size_t(s.M * s.K), ctx.seed, 1, 1.f, dt);
+  auto b = rand_normal(size_t(s.K * s.N), ctx.seed, 2, 1.f, dt);
+  auto c0 = rand_normal(size_t(s.M * s.N), ctx.seed, 3, 1.f, ct);
+  Tensor ta_ = make(a, sa, dt, ctx.device), tb_ = make(b, sb, dt, ctx.device);
+  Tensor tc = make(c0, {s.M, s.N}, ct, ctx.device);  // beta == 0: holds values the kernel must not read
+  matmul(ta_, tb_, tc, ta, tb, alpha, beta);
+  std::vector<double> rc = to_double(c0);
+  matmul_ref(to_double(a).data(), to_double(b).data(), rc.data(), s.M, s.N, s.K, ta, tb, alpha, beta);
+  return {compare("c", tc, rc, derived_tol(ct, double(s.K), 2))};
+}
+
+void add_matmul_cases(std::vector<OpCase>& out) {
+  struct AB { float alpha, beta; };
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    for (Mnk s : kShapes)
+      for (int t = 0; t < 4; t++)
+        for (AB ab : {AB{1.f, 0.f}, AB{0.5f, 2.f}}) {
+          const bool ta = t & 2, tb = t & 1;
+          std::string id = str("matmul(", dtype_name(dt), ",M=", s.M, ",N=", s.N, ",K=", s.K, ",",
+                               trans_name(ta, tb));
+          if (ab.beta != 0) id += str(",alpha=", fmt_g(ab.alpha), ",beta=", fmt_g(ab.beta));
+          OpCase c{"matmul", id + ")"};
+          c.test = [=](const Ctx& ctx) { return run_matmul(ctx, dt, dt, s, ta, tb, ab.alpha, ab.beta); };
+          out.push_back(c);
+        }
+  // 16-bit inputs into an f32 c with beta = 1: how dw += dy^T @ x accumulates over micro-batches.
+  for (DType dt : {DType::bf16, DType::f16})
+    for (Mnk s : kShapes)
+      for (int t = 0; t < 4; t++) {
+        const bool ta = t & 2, tb = t & 1;
+        OpCase c{"matmul", str("matmul(", dtype_name(dt), "->f32,M=", s.M, ",N=", s.N, ",K=", s.K, ",",
+                               trans_name(ta, tb), ",beta=1)")};
+        c.test = [=](const Ctx& ctx) { return run_matmul(ctx, dt, DType::f32, s, ta, tb, 1.f, 1.f); };
+        out.push_back(c);
+      }
+}
+
+// Linear layer: x (B, T, C), w (OC, C), bias (OC); y in x's dtype or f32 (logits).
+struct Lin { int64_t B, T, C, OC; };
+void add_linear_cases(std::vector<OpCase>& out) {
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    for (Lin s : {Lin{2, 3, 17, 33}, Lin{1, 5, 64, 96}, Lin{4, 16, 200, 129}})
+      for (bool has_bias : {true, false})
+        for (bool y_f32 : {false, true}) {
+          if (y_f32 && (dt == DType::f32 || !has_bias)) continue;  // f32 logits from 16-bit x: one variant
+          const DType yt = y_f32 ? DType::f32 : dt;
+          const int64_t N = s.B * s.T;
+          OpCase c{"matmul", str("linear(", dtype_name(dt), yt != dt ? "->f32" : "", ",x=",
+                                 shape_str({s.B, s.T, s.C}), ",w=", shape_str({s.OC, s.C}),
+                                 has_bias ? ",bias" : "", ")")};
+          c.test = [=](const Ctx& ctx) {
+            auto x = rand_normal(size_t(N * s.C), ctx.seed, 1, 1.f, dt);
+            auto w = rand_normal(size_t(s.OC * s.C), ctx.seed, 2, 0.1f, dt);
+            auto bias = rand_normal(size_t(s.OC), ctx.seed, 3, 1.f, dt);
+            auto dy = rand_normal(size_t(N * s.OC), ctx.seed, 4, 1.f, dt);
+            auto dw0 = rand_normal(size_t(s.OC * s.C), ctx.seed, 5, 1.f, DType::f32);  // += : start non-zero
+            auto db0 = rand_normal(size_t(s.OC), ctx.seed, 6, 1.f, DType::f32);
+            Tensor tx = make(x, {s.B, s.T, s.C}, dt, ctx.device), tw = make(w, {s.OC, s.C}, dt, ctx.device);
+            Tensor tb = has_bias ? make(bias, {s.OC}, dt, ctx.device) : Tensor();
+            Tensor ty = Tensor::empty({s.B, s.T, s.OC}, yt, ctx.device);
+            matmul_fwd(tx, tw, tb, ty);
+            Tensor tdy = make(dy, {s.B, s.T, s.OC}, dt, ctx.device);
+            Tensor tdx = Tensor::empty({s.B, s.T, s.C}, dt, ctx.device);
+            Tensor tdw = make(dw0, {s.OC, s.C}, DType::f32, ctx.device);
+            Tensor tdb = has_bias ? make(db0, {s.OC}, DType::f32, ctx.device) : Tensor();
+            matmul_bwd(tdy, tx, tw, tdx, tdw, tdb);
+
+            const auto xd = to_double(x), wd = to_double(w), bd = to_double(bias), dyd = to_double(dy);
+            std::vector<double> ry(size_t(N * s.OC)), rdx(xd.size()), rdw = to_double(dw0), rdb = to_double(db0);
+            matmul_fwd_ref(xd.data(), wd.data(), has_bias ? bd.data() : nullptr, ry.data(), N, s.C, s.OC);
+            matmul_bwd_ref(dyd.data(), xd.data(), wd.data(), rdx.data(), rdw.data(), has_bias ? rdb.data() : nullptr,
+                           N, s.C, s.OC);
+            std::vector<Check> r{compare("y", ty, ry, derived_tol(yt, double(s.C + 1), 2)),
+                                 compare("dx", tdx, rdx, derived_tol(dt, double(s.OC), 3)),
+                                 compare("dw", tdw, rdw, derived_tol(DType::f32, double(N + 1), 3))};
+            if (has_bias) r.push_back(compare("dbias", tdb, rdb, derived_tol(DType::f32, double(N + 1), 3)));
+            return r;
+          };
+          if (dt == DType::f32 && s.C < 100 && yt == dt) {
+            // The reference backward against central differences of the reference forward, in fp64.
+            c.grad = [=](const Ctx& ctx) {
+              auto x = to_double(rand_normal(size_t(N * s.C), ctx.seed, 1, 1.f, DType::f32));
+              auto w = to_double(rand_normal(size_t(s.OC * s.C), ctx.seed, 2, 0.1f, DType::f32));
+              auto bias = to_double(rand_normal(size_t(s.OC), ctx.seed, 3, 1.f, DType::f32));
+              auto g = to_double(rand_normal(size_t(N * s.OC), ctx.seed, 4, 1.f, DType::f32));
+              const double* bp = has_bias ? bias.data() : nullptr;
+              auto fwd = [&](const std::vector<double>& xx, const std::vector<double>& ww, const double* bb) {
+                std::vector<double> y(size_t(N * s.OC));
+                matmul_fwd_ref(xx.data(), ww.data(), bb, y.data(), N, s.C, s.OC);
+                return y;
+              };
+              std::vector<double> dx(x.size()), dw(w.size(), 0.0), db(bias.size(), 0.0);
+              matmul_bwd_ref(g.data(), x.data(), w.data(), dx.data(), dw.data(), has_bias ? db.data() : nullptr, N,
+                             s.C, s.OC);
+              auto as_f = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+              // y is linear in each input: central differences are exact up to fp64 rounding (~1e-10 relative).
+              std::vector<Check> r{
+                  compare("dx vs finite differences", as_f(dx),
+                          finite_diff([&](const std::vector<double>& v) { return fwd(v, w, bp); }, x, g), 1e-6),
+                  compare("dw vs finite differences", as_f(dw),
+                          finite_diff([&](const std::vector<double>& v) { return fwd(x, v, bp); }, w, g), 1e-6)};
+              if (has_bias)
+                r.push_back(compare("dbias vs finite differences", as_f(db),
+                                    finite_diff([&](const std::vector<double>& v) { return fwd(x, w, v.data()); },
+                                                bias, g),
+                                    1e-6));
+              return r;
+            };
+          }
+          out.push_back(c);
+        }
+}
+
+// Bad arguments: each must throw anvil::Error naming the problem (never abort or write out of bounds).
+Check expect_error(const std::string& what, const std::function<void()>& fn, const std::string& needle) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    const bool ok = std::string(e.what()).find(needle) != std::string::npos;
+    return {ok, str(what, ": ", e.what(), ok ? "" : str(" (expected to mention '", needle, "')"))};
+  } catch (const std::exception& e) {
+    return {false, str(what, ": not an anvil::Error: ", e.what())};
+  }
+  return {false, str(what, ": no error")};
+}
+
+void add_error_case(std::vector<OpCase>& out) {
+  OpCase c{"matmul", "matmul(errors)"};
+  c.test = [](const Ctx& ctx) {
+    auto T = [&](Shape s, DType dt) { return Tensor::zeros(s, dt, ctx.device); };
+    Tensor a = T({4, 8}, DType::bf16), b = T({8, 5}, DType::bf16), c = T({4, 5}, DType::bf16);
+    Tensor none;
+    std::vector<Check> r;
+    r.push_back(expect_error("K mismatch", [&] { Tensor b2 = T({7, 5}, DType::bf16); matmul(a, b2, c, false, false); },
+                             "agree on K"));
+    r.push_back(expect_error("c shape", [&] { Tensor c2 = T({5, 4}, DType::bf16); matmul(a, b, c2, false, false); },
+                             "c of shape [4,5]"));
+    r.push_back(expect_error("b dtype", [&] { Tensor b2 = T({8, 5}, DType::f16); matmul(a, b2, c, false, false); },
+                             "b of dtype bf16"));
+    r.push_back(expect_error("c dtype", [&] { Tensor c2 = T({4, 5}, DType::f16); matmul(a, b, c2, false, false); },
+                             "c of dtype"));
+    r.push_back(expect_error("int dtype", [&] {
+      Tensor a2 = T({4, 8}, DType::i32), b2 = T({8, 5}, DType::i32), c2 = T({4, 5}, DType::i32);
+      matmul(a2, b2, c2, false, false);
+    }, "a of dtype"));
+    r.push_back(expect_error("non-contiguous", [&] {
+      Tensor at = T({8, 4}, DType::bf16).transpose(0, 1);
+      matmul(at, b, c, false, false);
+    }, "contiguous"));
+    r.push_back(expect_error("3-D a", [&] { Tensor a3 = T({1, 4, 8}, DType::bf16); matmul(a3, b, c, false, false); },
+                             "2 dimensions"));
+    r.push_back(expect_error("undefined b", [&] { matmul(a, none, c, false, false); }, "undefined"));
+    r.push_back(expect_error("c aliases a", [&] {
+      Tensor sq = T({8, 8}, DType::bf16), b8 = T({8, 8}, DType::bf16);
+      matmul(sq, b8, sq, false, false);
+    }, "overlap"));
+    r.push_back(expect_error("linear C mismatch", [&] {
+      Tensor x = T({2, 3, 8}, DType::bf16), w = T({6, 7}, DType::bf16), y = T({2, 3, 6}, DType::bf16);
+      matmul_fwd(x, w, none, y);
+    }, "x's last dimension"));
+    r.push_back(expect_error("linear bias shape", [&] {
+      Tensor x = T({2, 3, 8}, DType::bf16), w = T({6, 8}, DType::bf16), y = T({2, 3, 6}, DType::bf16);
+      Tensor bias = T({5}, DType::bf16);
+      matmul_fwd(x, w, bias, y);
+    }, "bias of shape [6]"));
+    r.push_back(expect_error("linear dw dtype", [&] {
+      Tensor x = T({3, 8}, DType::bf16), w = T({6, 8}, DType::bf16), dy = T({3, 6}, DType::bf16);
+      Tensor dw = T({6, 8}, DType::bf16);
+      matmul_bwd(dy, x, w, none, dw, none);
+    }, "dw of dtype f32"));
+    r.push_back(expect_error("fp8 w_scale shape", [&] {
+      Tensor a8 = T({4, 32}, DType::e4m3fn), w8 = T({16, 32}, DType::e4m3fn), o = T({4, 16}, DType::bf16);
+      Tensor sa = T({1}, DType::f32), sw = T({15}, DType::f32);
+      matmul_fp8(a8, sa, w8, sw, o);
+    }, "w_scale of shape [1] or [16]"));
+    r.push_back(expect_error("fp8 f16 out", [&] {
+      Tensor a8 = T({4, 32}, DType::e4m3fn), w8 = T({16, 32}, DType::e4m3fn), o = T({4, 16}, DType::f16);
+      Tensor sa = T({1}, DType::f32), sw = T({1}, DType::f32);
+      matmul_fp8(a8, sa, w8, sw, o);
+    }, "out of dtype"));
+    if (ctx.device.is_gpu())
+      r.push_back(expect_error("device mismatch", [&] {
+        Tensor bc = Tensor::zeros({8, 5}, DType::bf16, Device::cpu());
+        matmul(a, bc, c, false, false);
+      }, "on one device"));
+    return r;
+  };
+  out.push_back(c);
+}
+
+// Perf: a large square training-style product, and Llama-8B decode projections (bf16 weights, M = batch of
+// tokens): decode is bound by reading the weight once, so bytes count the weight only.
+void add_perf_cases(std::vector<OpCase>& out) {
+  auto perf_case = [&](std::string id, int64_t M, int64_t N, int64_t K, bool weight_bytes) {
+    OpCase c{"matmul", std::move(id)};
+    c.perf = [=](const Ctx& ctx) {
+      const DType dt = DType::bf16;
+      Tensor a = make(rand_normal(size_t(M * K), ctx.seed, 1, 1.f, dt), {M, K}, dt, ctx.device);
+      Tensor w = make(rand_normal(size_t(N * K), ctx.seed, 2, 1.f, dt), {N, K}, dt, ctx.device);
+      Tensor y = Tensor::empty({M, N}, dt, ctx.device);
+      PerfResult r;
+      r.us = time_us(ctx, [&] { matmul(a, w, y, false, true); });
+      r.flops = 2.0 * double(M) * double(N) * double(K);
+      r.bytes = weight_bytes ? double(N * K) * 2 : double(M * K + N * K + M * N) * 2;
+      return r;
+    };
+    out.push_back(c);
+  };
+  perf_case("matmul_perf(bf16,M=8192,N=8192,K=8192,NT)", 8192, 8192, 8192, false);
+  struct NK { int64_t N, K; const char* name; };
+  for (NK nk : {NK{4096, 4096, "o"}, NK{6144, 4096, "qkv"}, NK{28672, 4096, "gate_up"}, NK{4096, 14336, "down"}})
+    for (int64_t M : {1, 4, 16})
+      perf_case(str("matmul_perf(bf16,llama8b_", nk.name, ",M=", M, ",N=", nk.N, ",K=", nk.K, ")"), M, nk.N, nk.K,
+                true);
+}
+
+std::vector<OpCase> cases() {
+  std::vector<OpCase> out;
+  add_matmul_cases(out);
+  add_linear_cases(out);
+  add_error_case(out);
+  add_perf_cases(out);
+  return out;
+}
+Registrar reg(cases);
+
+}  // namespace
+}  // namespace anvil::test

@@ -1,0 +1,89 @@
+// matmul_fp8 cases: out (M, N) = (a_scale * a) @ (w_scale * w)^T with fp8 (or bf16: weight-only) a and fp8 w,
+// per-tensor and per-channel scales, bf16/f32 out. The inputs are drawn already rounded to their fp8 dtype, so the
+// reference sees exactly the kernel's values: only the fp32 accumulation and the output rounding err, and the
+// tolerance is derived_tol(out dtype, K, 2) like any product.
+#include "harness.h"
+#include "kernels/matmul/matmul.h"
+
+namespace anvil::test {
+namespace {
+
+struct F8 { int64_t M, N, K; DType a, w; bool per_channel; DType out; };
+
+std::string f8_id(const F8& s) {
+  return str("matmul_fp8(", dtype_name(s.a), "x", dtype_name(s.w), "->", dtype_name(s.out), ",M=", s.M, ",N=", s.N,
+             ",K=", s.K, s.per_channel ? ",per_channel" : ",per_tensor", ")");
+}
+
+std::vector<Check> run_fp8(const Ctx& ctx, const F8& s) {
+  // Spread of about 2^7 around 1: exercises e4m3's normal range and a few subnormals.
+  auto a = rand_normal(size_t(s.M * s.K), ctx.seed, 1, 4.f, s.a);
+  auto w = rand_normal(size_t(s.N * s.K), ctx.seed, 2, 4.f, s.w);
+  const float a_scale = 0.0371f;
+  auto w_scale = s.per_channel ? rand_uniform(size_t(s.N), ctx.seed, 3, 1e-3f, 1e-2f, DType::f32)
+                               : std::vector<float>{0.0053f};
+  Tensor ta = make(a, {s.M, s.K}, s.a, ctx.device), tw = make(w, {s.N, s.K}, s.w, ctx.device);
+  Tensor tsa = make({a_scale}, {1}, DType::f32, ctx.device);
+  Tensor tsw = make(w_scale, {int64_t(w_scale.size())}, DType::f32, ctx.device);
+  Tensor out = Tensor::empty({s.M, s.N}, s.out, ctx.device);
+  matmul_fp8(ta, tsa, tw, tsw, out);
+  std::vector<double> ref(size_t(s.M * s.N));
+  matmul_fp8_ref(to_double(a).data(), a_scale, to_double(w).data(), to_double(w_scale).data(), s.per_channel,
+                 ref.data(), s.M, s.N, s.K);
+  return {compare("out", out, ref, derived_tol(s.out, double(s.K), 2))};
+}
+
+std::vector<OpCase> cases() {
+  std::vector<OpCase> out;
+  struct MNK { int64_t M, N, K; };
+  // K % 16 == 0 and N % 8 == 0 meet cuBLASLt's FP8 layout rules (the NVIDIA native path); (7, 33, 40) and
+  // (3, 5, 7) do not and take the tiled kernel on every GPU.
+  const MNK shapes[] = {{1, 16, 32}, {7, 33, 40}, {3, 5, 7}, {64, 96, 256}, {130, 264, 512}};
+  for (MNK m : shapes)
+    for (bool pc : {false, true})
+      for (DType o : {DType::bf16, DType::f32}) {
+        F8 s{m.M, m.N, m.K, DType::e4m3fn, DType::e4m3fn, pc, o};
+        OpCase c{"matmul", f8_id(s)};
+        c.test = [=](const Ctx& ctx) { return run_fp8(ctx, s); };
+        out.push_back(c);
+      }
+  // e5m2 activations (gradients' format), weight-only FP8 (bf16 activations), and AMD's fnuz formats.
+  for (F8 s : {F8{33, 48, 64, DType::e5m2, DType::e4m3fn, true, DType::bf16},
+               F8{16, 80, 96, DType::bf16, DType::e4m3fn, true, DType::bf16},
+               F8{5, 33, 71, DType::bf16, DType::e4m3fn, false, DType::f32},
+               F8{17, 40, 48, DType::e4m3fnuz, DType::e4m3fnuz, true, DType::bf16},
+               F8{9, 24, 32, DType::e5m2fnuz, DType::e4m3fnuz, false, DType::f32}}) {
+    OpCase c{"matmul", f8_id(s)};
+    c.test = [=](const Ctx& ctx) { return run_fp8(ctx, s); };
+    out.push_back(c);
+  }
+  // Perf: FP8 e4m3 with per-channel weight scales (serving), square and Llama-8B decode projections.
+  auto perf_case = [&](std::string id, int64_t M, int64_t N, int64_t K, bool weight_bytes) {
+    OpCase c{"matmul", std::move(id)};
+    c.perf = [=](const Ctx& ctx) {
+      const DType f8 = DType::e4m3fn;
+      Tensor a = make(rand_normal(size_t(M * K), ctx.seed, 1, 4.f, f8), {M, K}, f8, ctx.device);
+      Tensor w = make(rand_normal(size_t(N * K), ctx.seed, 2, 4.f, f8), {N, K}, f8, ctx.device);
+      Tensor sa = make({0.03f}, {1}, DType::f32, ctx.device);
+      Tensor sw = make(rand_uniform(size_t(N), ctx.seed, 3, 1e-3f, 1e-2f, DType::f32), {N}, DType::f32, ctx.device);
+      Tensor y = Tensor::empty({M, N}, DType::bf16, ctx.device);
+      PerfResult r;
+      r.us = time_us(ctx, [&] { matmul_fp8(a, sa, w, sw, y); });
+      r.flops = 2.0 * double(M) * double(N) * double(K);
+      r.bytes = weight_bytes ? double(N * K) : double(M * K + N * K + 2 * M * N);
+      return r;
+    };
+    out.push_back(c);
+  };
+  perf_case("matmul_fp8_perf(e4m3fn,M=8192,N=8192,K=8192,per_channel)", 8192, 8192, 8192, false);
+  struct NK { int64_t N, K; const char* name; };
+  for (NK nk : {NK{4096, 4096, "o"}, NK{6144, 4096, "qkv"}, NK{28672, 4096, "gate_up"}, NK{4096, 14336, "down"}})
+    for (int64_t M : {1, 16})
+      perf_case(str("matmul_fp8_perf(e4m3fn,llama8b_", nk.name, ",M=", M, ",N=", nk.N, ",K=", nk.K, ")"), M, nk.N,
+                nk.K, true);
+  return out;
+}
+Registrar reg(cases);
+
+}  // namespace
+}  // namespace anvil::test
