@@ -8,9 +8,10 @@
 #define ANVIL_VENDOR_NAME "hip"
 // CDNA (gfx90a, gfx942) runs 64-wide wavefronts. RDNA (wave32) would set 32 here.
 #define ANVIL_WARP_SIZE 64
-// HIP's second launch-bounds argument is min warps per EU, not min blocks per SM: translate it.
+// HIP's second launch-bounds argument is the minimum waves per EU (SIMD; a CDNA CU has 4), not blocks per SM:
+// translate, or the compiler caps registers 4x too hard (a 2x256 request spilled 772 registers on gfx90a).
 #define ANVIL_LAUNCH_BOUNDS(threads, min_blocks) \
-  __launch_bounds__(threads, ((min_blocks) * (threads) + ANVIL_WARP_SIZE - 1) / ANVIL_WARP_SIZE)
+  __launch_bounds__(threads, ((min_blocks) * (threads) + 4 * ANVIL_WARP_SIZE - 1) / (4 * ANVIL_WARP_SIZE))
 
 // Neutral spellings used by anvil's GPU sources (cuda.h maps the same names onto CUDA).
 #define gpuError_t hipError_t
