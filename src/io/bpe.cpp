@@ -71,13 +71,22 @@ BpeModel BpeModel::from_json(const nlohmann::json& m, const std::string& file) {
     if (it == b.vocab_.end()) ANVIL_THROW(file, "field 'model.unk_token' to be in model.vocab", unk.dump());
     b.unk_id_ = it->second;
   }
+  const auto& bl = unicode::byte_level_map();
+  for (auto& v : b.byte_id_) v = -1;
+  std::string bytes;
+  for (const auto& [tok, id] : b.vocab_) {
+    bytes.clear();
+    if (!bl.decode(tok, bytes)) continue;
+    b.byte_vocab_[bytes] = id;
+    if (bytes.size() == 1) b.byte_id_[static_cast<unsigned char>(bytes[0])] = id;
+  }
   b.fuse_unk_ = get_bool(m, "fuse_unk", false, file, "model.fuse_unk");
   b.ignore_merges_ = get_bool(m, "ignore_merges", false, file, "model.ignore_merges");
   return b;
 }
 
 int32_t BpeModel::token_to_id(std::string_view token) const {
-  auto it = vocab_.find(std::string(token));
+  auto it = vocab_.find(token);
   return it == vocab_.end() ? -1 : it->second;
 }
 
@@ -86,46 +95,48 @@ const std::string* BpeModel::id_to_token(int32_t id) const {
   return &id_to_token_[size_t(id)];
 }
 
-void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) const {
+void BpeModel::encode_word(std::string_view word, bool byte_level, std::vector<int32_t>& out) const {
   if (word.empty()) return;
-  std::string w(word);
-  if (ignore_merges_) {
-    auto it = vocab_.find(w);
-    if (it != vocab_.end()) { out.push_back(it->second); return; }
-  }
   bool cacheable = word.size() <= kCacheMaxWordBytes;
   if (cacheable) {
     std::shared_lock lock(cache_->mu);
-    auto it = cache_->words.find(w);
+    auto it = cache_->words.find(word);
     if (it != cache_->words.end()) { out.insert(out.end(), it->second.begin(), it->second.end()); return; }
   }
   size_t first = out.size();
-  merge_word(word, out);
+  const StrMap& v = byte_level ? byte_vocab_ : vocab_;
+  auto it = ignore_merges_ ? v.find(word) : v.end();
+  if (it != v.end()) out.push_back(it->second);  // the word is a token: Llama 3 does not merge it
+  else merge_word(word, byte_level, out);
   if (cacheable) {
     std::unique_lock lock(cache_->mu);
     // A full cache stops growing (as in the Python library): bounded memory on endless random text.
-    if (cache_->words.size() < kCacheCapacity) cache_->words.emplace(std::move(w), std::vector<int32_t>(out.begin() + first, out.end()));
+    if (cache_->words.size() < kCacheCapacity)
+      cache_->words.emplace(std::string(word), std::vector<int32_t>(out.begin() + first, out.end()));
   }
 }
 
 // Symbols form a linked list over the word's characters; a min-heap holds candidate merges ordered by
 // (rank, position), so the lowest-ranked pair merges first and ties go to the leftmost one. Entries that
 // went stale (a neighbour merged meanwhile) are skipped when popped.
-void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out) const {
+void BpeModel::merge_word(std::string_view word, bool byte_level, std::vector<int32_t>& out) const {
   struct Sym { int32_t id; int32_t prev, next; bool alive; };
   std::vector<Sym> syms;
   syms.reserve(word.size());
-  std::string ch;
   const auto* p = reinterpret_cast<const unsigned char*>(word.data());
   for (size_t i = 0; i < word.size();) {
-    int len = unicode::utf8_len(p[i]);
-    if (i + size_t(len) > word.size()) len = int(word.size() - i);
-    ch.assign(word.data() + i, size_t(len));
-    i += size_t(len);
-    auto it = vocab_.find(ch);
-    int32_t id = it != vocab_.end() ? it->second : unk_id_;
+    size_t len = byte_level ? 1 : std::min(size_t(unicode::utf8_len(p[i])), word.size() - i);
+    int32_t known = -1;
+    if (byte_level) {
+      known = byte_id_[p[i]];
+    } else {
+      auto it = vocab_.find(word.substr(i, len));
+      if (it != vocab_.end()) known = it->second;
+    }
+    i += len;
+    int32_t id = known >= 0 ? known : unk_id_;
     if (id < 0) continue;  // no unk token: the character is dropped, as the Python library does
-    if (it == vocab_.end() && fuse_unk_ && !syms.empty() && syms.back().id == unk_id_) continue;
+    if (known < 0 && fuse_unk_ && !syms.empty() && syms.back().id == unk_id_) continue;
     syms.push_back({id, int32_t(syms.size()) - 1, int32_t(syms.size()) + 1, true});
   }
   if (syms.empty()) return;

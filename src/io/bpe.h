@@ -19,8 +19,10 @@ class BpeModel {
   // From the tokenizer.json "model" object; `file` names the source in errors.
   static BpeModel from_json(const nlohmann::json& model, const std::string& file);
 
-  // Appends the ids of one word (a pre-tokenized piece). Thread-safe; results are cached per word.
-  void encode_word(std::string_view word, std::vector<int32_t>& out) const;
+  // Appends the ids of one word (a pre-tokenized piece). byte_level: `word` is raw bytes, looked up as its
+  // GPT-2 byte-alphabet form (without building that string); else `word` is matched character by character.
+  // A tokenizer always calls with the same byte_level. Thread-safe; results are cached per word.
+  void encode_word(std::string_view word, bool byte_level, std::vector<int32_t>& out) const;
   // -1 when the token is not in the model's vocabulary.
   int32_t token_to_id(std::string_view token) const;
   // nullptr when `id` is not in the model's vocabulary.
@@ -33,9 +35,17 @@ class BpeModel {
     int32_t rank, new_id;
   };
   static uint64_t key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
-  void merge_word(std::string_view word, std::vector<int32_t>& out) const;
+  void merge_word(std::string_view word, bool byte_level, std::vector<int32_t>& out) const;
 
-  std::unordered_map<std::string, int32_t> vocab_;
+  // Heterogeneous lookup: find(string_view) without building a std::string.
+  struct StrHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  using StrMap = std::unordered_map<std::string, int32_t, StrHash, std::equal_to<>>;
+  StrMap vocab_;
+  StrMap byte_vocab_;        // tokens made only of byte-alphabet characters, keyed by their bytes
+  int32_t byte_id_[256];     // id of each single-byte token, -1 when absent
   std::vector<std::string> id_to_token_;  // "" for holes in a sparse vocabulary
   std::unordered_map<uint64_t, Merge> merges_;
   int32_t unk_id_ = -1;
@@ -47,7 +57,7 @@ class BpeModel {
   static constexpr size_t kCacheMaxWordBytes = 256;
   struct Cache {
     std::shared_mutex mu;
-    std::unordered_map<std::string, std::vector<int32_t>> words;
+    std::unordered_map<std::string, std::vector<int32_t>, StrHash, std::equal_to<>> words;
   };
   std::unique_ptr<Cache> cache_ = std::make_unique<Cache>();
 };

@@ -93,7 +93,7 @@ void Regex::find_all(std::string_view s, std::vector<Match>& out) const {
 
 namespace {
 
-void split_piece(const PreTokenizerStep& st, std::string_view s, std::vector<std::string>& out,
+void split_piece(const PreTokenizerStep& st, std::string_view s, std::vector<std::string_view>& out,
                  std::vector<Regex::Match>& matches) {
   // (start, end, is_match) segments covering `s`, as the Python library's Pattern::find_matches builds them.
   struct Seg { size_t a, b; bool m; };
@@ -109,7 +109,7 @@ void split_piece(const PreTokenizerStep& st, std::string_view s, std::vector<std
   if (prev != s.size()) segs.push_back({prev, s.size(), false});
   if (st.invert) for (auto& g : segs) g.m = !g.m;
 
-  auto emit = [&](size_t a, size_t b) { if (b > a) out.emplace_back(s.substr(a, b - a)); };
+  auto emit = [&](size_t a, size_t b) { if (b > a) out.push_back(s.substr(a, b - a)); };
   switch (st.behavior) {
     case SplitBehavior::kRemoved:
       for (const auto& g : segs) if (!g.m) emit(g.a, g.b);
@@ -154,33 +154,30 @@ void split_piece(const PreTokenizerStep& st, std::string_view s, std::vector<std
 
 }  // namespace
 
-void PreTokenizer::run(std::string_view text, std::vector<std::string>& out) const {
-  std::vector<std::string> cur, next;
+void PreTokenizer::run(std::string_view text, std::vector<std::string_view>& out,
+                       std::deque<std::string>& arena) const {
+  std::vector<std::string_view> cur, next;
   std::vector<Regex::Match> matches;
-  cur.emplace_back(text);
+  if (!text.empty()) cur.push_back(text);
   for (const auto& st : steps_) {
     next.clear();
-    for (auto& piece : cur) {
-      if (piece.empty()) continue;  // the Python library drops empty pieces before every step
+    for (std::string_view piece : cur) {
       if (st.kind == PreTokenizerStep::Kind::kSplit) {
         split_piece(st, piece, next, matches);
         continue;
       }
-      // ByteLevel: optional prefix space, optional GPT-2 split, then the byte -> alphabet mapping.
-      if (st.add_prefix_space && piece[0] != ' ') piece.insert(piece.begin(), ' ');
-      size_t first = next.size();
-      if (st.regex) split_piece(st, piece, next, matches);
-      else if (!piece.empty()) next.push_back(std::move(piece));
-      for (size_t i = first; i < next.size(); ++i) {
-        std::string mapped;
-        mapped.reserve(next[i].size() * 2);
-        unicode::byte_level_map().encode(next[i], mapped);
-        next[i] = std::move(mapped);
+      // ByteLevel: optional prefix space, then optional GPT-2 split (the byte mapping happens in the model).
+      if (st.add_prefix_space && piece[0] != ' ') {
+        arena.push_back(" ");
+        arena.back().append(piece);
+        piece = arena.back();
       }
+      if (st.regex) split_piece(st, piece, next, matches);
+      else next.push_back(piece);
     }
     std::swap(cur, next);
   }
-  for (auto& p : cur) if (!p.empty()) out.push_back(std::move(p));
+  out.insert(out.end(), cur.begin(), cur.end());
 }
 
 }  // namespace anvil
@@ -213,6 +210,7 @@ void PreTokenizer::add(const nlohmann::json& j, const std::string& file, const s
                                "MergedWithNext or Contiguous"), b);
     st.invert = get_bool(j, "invert", false, file, fpath + ".invert");
   } else if (type == "ByteLevel") {
+    if (byte_level_) ANVIL_THROW(file, str("one ByteLevel pre-tokenizer, last (", fpath, ")"), "a second one");
     st.kind = PreTokenizerStep::Kind::kByteLevel;
     st.add_prefix_space = get_bool(j, "add_prefix_space", true, file, fpath + ".add_prefix_space");
     if (get_bool(j, "use_regex", true, file, fpath + ".use_regex")) {
@@ -223,6 +221,8 @@ void PreTokenizer::add(const nlohmann::json& j, const std::string& file, const s
   } else {
     ANVIL_THROW(file, str("field '", fpath, ".type' to be Sequence, Split or ByteLevel (byte-level BPE)"), type);
   }
+  if (byte_level_ && st.kind != PreTokenizerStep::Kind::kByteLevel)
+    ANVIL_THROW(file, str("ByteLevel to be the last pre-tokenizer (", fpath, " follows it)"), type);
   steps_.push_back(std::move(st));
 }
 

@@ -1,6 +1,7 @@
 // Pre-tokenizers of Hugging Face tokenizer.json files: Split (regex or literal) and ByteLevel, alone or in a
 // Sequence. They cut text into the pieces ("words") the BPE model encodes one by one.
 #pragma once
+#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -40,6 +41,7 @@ struct PreTokenizerStep {
   SplitBehavior behavior = SplitBehavior::kIsolated;
   bool invert = false;
   // ByteLevel: the regex above is the GPT-2 one when use_regex; then bytes are mapped to the alphabet.
+  // ByteLevel must be the last step (true of every byte-level tokenizer.json published).
   bool add_prefix_space = false;
 };
 
@@ -49,8 +51,11 @@ class PreTokenizer {
   static PreTokenizer from_json(const nlohmann::json& j, const std::string& file);
   // The pre-tokenizers the BPE trainer writes, as JSON ("llama3" or "neox").
   static nlohmann::json style_json(const std::string& style);
-  // Splits `text` into pieces (appended to `out`). Pieces are byte-level mapped when a ByteLevel step runs.
-  void run(std::string_view text, std::vector<std::string>& out) const;
+  // Splits `text` into non-empty pieces appended to `out`: views into `text`, or into strings added to
+  // `arena` (a piece that gained a prefix space). The pieces stay raw bytes even after a ByteLevel step:
+  // the BPE model maps them to the byte alphabet itself (io/bpe.h), which saves a copy per word.
+  void run(std::string_view text, std::vector<std::string_view>& out, std::deque<std::string>& arena) const;
+  // True when a ByteLevel step runs (it is always the last step).
   bool byte_level() const { return byte_level_; }
 
  private:

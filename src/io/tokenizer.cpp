@@ -1,6 +1,7 @@
 #include "io/tokenizer.h"
 
 #include <algorithm>
+#include <deque>
 #include <fstream>
 #include <sstream>
 
@@ -158,12 +159,13 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
   t.added.split(text, segs);
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
-  std::vector<std::string> pieces;
+  std::vector<std::string_view> pieces;
+  std::deque<std::string> arena;
   for (const auto& s : segs) {
     if (s.id >= 0) { ids.push_back(s.id); continue; }
     pieces.clear();
-    t.pre.run(s.text, pieces);
-    for (const auto& p : pieces) t.model.encode_word(p, ids);
+    t.pre.run(s.text, pieces, arena);
+    for (std::string_view p : pieces) t.model.encode_word(p, t.pre.byte_level(), ids);
   }
   if (!add_special_tokens || !t.has_template) return ids;
   std::vector<int32_t> out;
