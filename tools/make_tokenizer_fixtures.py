@@ -4,7 +4,7 @@ Writes tests/fixtures/tokenizers/:
   llama3/tokenizer.json  Llama-3-style byte-level BPE: Split(llama3 regex, Isolated) + ByteLevel(no regex),
                          ignore_merges, TemplateProcessing with <|begin_of_text|>, 5 special tokens
   neox/tokenizer.json    GPT-NeoX/Mamba-style byte-level BPE: ByteLevel(GPT-2 regex), <|endoftext|>, added
-                         tokens with normalized / lstrip / rstrip, merges in the "a b" string format
+                         tokens with normalized / lstrip / rstrip / single_word, merges in the "a b" string format
   corpus.txt             ~50 KB of varied test text (not the training text)
   expected_{llama3,neox}.jsonl   one JSON object per line:
       {"text": ..., "ids": [...], "ids_special": [...]}              encode without / with specials
@@ -56,9 +56,11 @@ def make_neox(corpus):
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(corpus, trainer)
     # Added tokens with the options real files use: GPT-NeoX's whitespace runs (normalized, not special),
-    # a mask that swallows the spaces before it (lstrip), a tool marker that swallows those after (rstrip).
+    # a mask that swallows the spaces before it (lstrip), a tool marker that swallows those after (rstrip),
+    # a word that only matches standing alone (single_word: not inside "aŋŋb"; ŋ is kept out of the training text).
     tok.add_tokens([AddedToken("        ", normalized=True, special=False),
-                    AddedToken("[[tool]]", normalized=False, special=False, rstrip=True)])
+                    AddedToken("[[tool]]", normalized=False, special=False, rstrip=True),
+                    AddedToken("ŋŋ", normalized=False, special=False, single_word=True)])
     tok.add_special_tokens([AddedToken("<mask>", lstrip=True, special=True, normalized=False)])
     return tok
 

@@ -38,7 +38,8 @@ NUMBERS = ["12345678", "3.14159", "1,000,000", "2024-01-31", "0x7fff", "1e-9", "
            "42", "007", "99.9%", "-17", "+1 (555) 010-9999"]
 CONTRACTIONS = ["I'm", "don't", "WE'LL", "She'D", "they've", "it's", "you're", "O'Neil", "'tis", "rock 'n' roll"]
 SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",
-            "<|endoftext|>", "<|eot_id", "<|", "|>", "<mask>", " <mask>", "[[tool]]  ", "        ", "          "]
+            "<|endoftext|>", "<|eot_id", "<|", "|>", "<mask>", " <mask>", "[[tool]]  ", "        ", "          ",
+            "ŋŋ", " ŋŋ ", "aŋŋb", "ŋŋ_x", "(ŋŋ)", "éŋŋ", "ŋŋ1", "ŋŋ\u0301", "ŋŋª"]
 
 
 def fortune_texts():
@@ -93,4 +94,5 @@ def training_corpus(seed):
     """All fortunes plus generated varied text: the training set for the fixture tokenizers."""
     rng = random.Random(seed)
     prose = fortune_texts()
-    return prose + [sentence(rng, prose) for _ in range(20000)]
+    # ŋ stays out of training so that the fixtures' single_word token "ŋŋ" is reachable only as an added token.
+    return prose + [sentence(rng, prose).replace("ŋ", "") for _ in range(20000)]

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <thread>
 
 #include "core/error.h"
 #include "io/tokenizer.h"
@@ -63,8 +64,6 @@ TEST(Tokenizer, LiveParityWithPython) {
 TEST(Tokenizer, RoundTripAndThroughput) {
   std::string corpus = read_text(fixture_dir() + "/corpus.txt");
   ASSERT_GT(corpus.size(), 40000u);
-  std::string big;
-  for (int i = 0; i < 20; ++i) big += corpus;  // ~1 MB, so the word cache warms up as in real use
   for (const char* name : kNames) {
     Tokenizer tok = load(name);
     // The neox fixture's <mask> (lstrip) and [[tool]] (rstrip) swallow whitespace by design: take them out.
@@ -79,6 +78,8 @@ TEST(Tokenizer, RoundTripAndThroughput) {
       EXPECT_EQ(tok.decode(tok.encode(line, true), false), (tok.bos_id() >= 0 ? "<|begin_of_text|>" : "") + line)
           << name;
     EXPECT_GT(lines, 100) << name;
+    std::string big;
+    for (int i = 0; i < 20; ++i) big += text;  // ~1 MB, so the word cache warms up as in real use
     auto t0 = std::chrono::steady_clock::now();
     auto big_ids = tok.encode(big, false);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -130,9 +131,28 @@ TEST(Tokenizer, SpecialTokensAndIds) {
   Tokenizer n = load("neox");
   EXPECT_EQ(n.eos_id(), n.token_to_id("<|endoftext|>"));
   EXPECT_EQ(n.bos_id(), -1);
-  EXPECT_EQ(n.vocab_size(), 2003);
+  EXPECT_EQ(n.vocab_size(), 2004);
   EXPECT_FALSE(n.is_special(n.token_to_id("[[tool]]")));
   EXPECT_EQ(n.decode(n.encode("a [[tool]]   b <mask>", false), true), "a [[tool]]b");  // rstrip, lstrip
+}
+
+TEST(Tokenizer, ConcurrentEncodeMatchesSerial) {
+  // encode() is const and shares one word cache: threads must see the same ids as a lone caller.
+  std::string corpus = read_text(fixture_dir() + "/corpus.txt");
+  std::vector<std::string> lines;
+  std::istringstream in(corpus);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  Tokenizer warm = load("neox"), cold = load("neox");
+  std::vector<std::vector<int32_t>> want;
+  for (const auto& l : lines) want.push_back(warm.encode(l, true));
+  std::vector<std::thread> threads;
+  std::vector<int> bad(4, 0);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (size_t i = size_t(t); i < lines.size() * 4; i += 3) bad[size_t(t)] += cold.encode(lines[i % lines.size()], true) != want[i % lines.size()];
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(bad[size_t(t)], 0) << "thread " << t;
 }
 
 TEST(Tokenizer, Llama3ChatTemplate) {
