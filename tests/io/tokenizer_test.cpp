@@ -187,6 +187,22 @@ TEST(Tokenizer, MergesInBothFormats) {
   }
 }
 
+TEST(Tokenizer, LongRunsAndNfcNormalizer) {
+  // Long runs stress the regex (no JIT stack overflow) and the merge loop (words past the cache limit).
+  Tokenizer l = load("llama3");
+  for (const std::string& s : {std::string(100000, ' '), std::string(50000, '\n'), std::string(60000, '7'),
+                               std::string(40000, 'q')}) {
+    auto ids = l.encode(s, false);
+    EXPECT_EQ(l.decode(ids, false), s);
+  }
+  // GPT-NeoX files declare an NFC normalizer: accepted (not applied), so NFC text encodes as without it.
+  auto j = nlohmann::json::parse(read_text(fixture_dir() + "/neox/tokenizer.json"));
+  j["normalizer"] = {{"type", "NFC"}};
+  Tokenizer nfc = Tokenizer::from_json_string(j.dump(), "neox+NFC");
+  std::string text = "Café déjà vu, 日本語 🤖";
+  EXPECT_EQ(nfc.encode(text, true), load("neox").encode(text, true));
+}
+
 TEST(Tokenizer, ErrorsNameFileAndField) {
   auto expect_error = [](const std::string& json_text, const std::string& needle) {
     std::string path = temp_path("bad.json");
