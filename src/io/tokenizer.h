@@ -14,6 +14,8 @@
 //   post_processor null, ByteLevel (offsets only: no effect on ids), TemplateProcessing (single), Sequence.
 //   decoder        null (tokens joined by spaces) or ByteLevel.
 // Regexes run on PCRE2 (UTF + UCP, JIT); see io/pretokenizer.h for how they are kept Oniguruma-compatible.
+// Known difference: Debian 12's PCRE2 10.42 knows Unicode 14, the Python library's Oniguruma Unicode 15, so
+// letters new in Unicode 15 (Kawi, some Cyrillic modifiers) are not \p{L} here and may split differently.
 #pragma once
 #include <cstdint>
 #include <memory>
