@@ -99,18 +99,20 @@ Tokenizer Tokenizer::from_json_string(std::string_view json_text, const std::str
   if (!j.is_object()) ANVIL_THROW(origin, "a JSON object (a tokenizer.json)", j.type_name());
   t.model = BpeModel::from_json(field(j, "model", origin, "model"), origin);
 
-  const auto& norm = field(j, "normalizer", origin, "normalizer", true);
+  // Missing pipeline stages count as null, as in the Python library; only the model is required.
+  const json none;
+  const json& norm = j.contains("normalizer") ? j["normalizer"] : none;
   if (!norm.is_null()) {
     std::string type = get_string(norm, "type", origin, "normalizer.type");
     bool empty_seq = type == "Sequence" && norm.contains("normalizers") && norm["normalizers"].empty();
     if (type != "NFC" && !empty_seq)
       ANVIL_THROW(origin, "field 'normalizer' to be null or NFC (byte-level BPE)", type);
   }
-  t.pre = PreTokenizer::from_json(field(j, "pre_tokenizer", origin, "pre_tokenizer", true), origin);
+  t.pre = PreTokenizer::from_json(j.contains("pre_tokenizer") ? j["pre_tokenizer"] : none, origin);
   t.added = AddedTokens::from_json(j.contains("added_tokens") ? j["added_tokens"] : json::array(), origin);
-  t.load_post_processor(j.contains("post_processor") ? j["post_processor"] : json(), "post_processor");
+  t.load_post_processor(j.contains("post_processor") ? j["post_processor"] : none, "post_processor");
 
-  const json& dec = j.contains("decoder") ? j["decoder"] : json();
+  const json& dec = j.contains("decoder") ? j["decoder"] : none;
   if (!dec.is_null()) {
     std::string type = get_string(dec, "type", origin, "decoder.type");
     if (type != "ByteLevel") ANVIL_THROW(origin, "field 'decoder.type' to be ByteLevel or null", type);
