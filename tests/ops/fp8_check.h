@@ -19,7 +19,10 @@ namespace anvil::test {
 // Position of an FP8 code on the number line (sign-magnitude -> integer), so neighbours differ by 1 and
 // +0 / -0 coincide.
 inline int fp8_code_order(uint8_t code) { return (code & 0x80) ? -int(code & 0x7f) : int(code); }
-inline bool fp8_code_is_nan(uint8_t code, DType fmt) { return std::isnan(load_as_f32(&code, fmt, 0)); }
+inline float fp8_code_value(uint8_t code, DType fmt) {
+  const uint8_t buf[8] = {code};  // 8 bytes: load_as_f32 may read any dtype's width
+  return load_as_f32(buf, fmt, 0);
+}
 
 // out: a tensor of dtype `fmt` (any device); ref: the fp64 reference already divided by the scale.
 inline Check compare_fp8(const std::string& what, const Tensor& out, const std::vector<double>& ref) {
@@ -34,9 +37,9 @@ inline Check compare_fp8(const std::string& what, const Tensor& out, const std::
   int worst = 0;
   size_t wi = 0;
   for (size_t i = 0; i < codes.size(); i++) {
-    uint8_t got = uint8_t(codes[i]), want = 0;
-    store_from_f32(&want, fmt, 0, float(ref[i]));
-    int dist = fp8_code_is_nan(got, fmt) ? 1000 : std::abs(fp8_code_order(got) - fp8_code_order(want));
+    uint8_t got = uint8_t(codes[i]), want[8] = {};  // 8 bytes: store_from_f32 may write any dtype's width
+    store_from_f32(want, fmt, 0, float(ref[i]));
+    int dist = std::isnan(fp8_code_value(got, fmt)) ? 1000 : std::abs(fp8_code_order(got) - fp8_code_order(want[0]));
     if (dist > worst) {
       worst = dist;
       wi = i;
@@ -45,7 +48,7 @@ inline Check compare_fp8(const std::string& what, const Tensor& out, const std::
   c.ok = worst <= 1;
   const uint8_t wb = codes.empty() ? 0 : uint8_t(codes[wi]);
   c.detail = str(what, " (", dtype_name(fmt), "): worst distance ", worst, " codes at [", wi, "] got ",
-                 load_as_f32(&wb, fmt, 0), " ref ", ref.empty() ? 0.0 : ref[wi], " (allowed: 1 code)");
+                 fp8_code_value(wb, fmt), " ref ", ref.empty() ? 0.0 : ref[wi], " (allowed: 1 code)");
   return c;
 }
 
