@@ -24,8 +24,8 @@ static void validate(const char* op, const Tensor& ids, int64_t V) {
     return;
   }
 #ifdef ANVIL_HAS_GPU
-  const uint64_t bad = embedding_first_bad_id_gpu(ids, V);
-  if (bad != UINT64_MAX) throw_bad_id(op, int64_t(bad >> 32), int32_t(uint32_t(bad)), V);
+  const EmbeddingBadId bad = embedding_first_bad_id_gpu(ids, V);
+  if (bad.found) throw_bad_id(op, bad.pos, bad.value, V);
 #endif
 }
 

@@ -13,7 +13,10 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kMaxDevices = 64;
+// The error word holds (position, value) as position << kValueBits | uint32(value): atomicMin keeps the
+// smallest position. All ones (the memset 0xff) means no error.
 constexpr uint64_t kNoError = ~uint64_t(0);
+constexpr int kValueBits = 8 * sizeof(int32_t);
 
 // The per-device error word, allocated once (8 bytes, kept for the life of the process).
 uint64_t* error_word() {
@@ -32,7 +35,7 @@ uint64_t* error_word() {
 // Returns id clamped into [0, V); records (n, id) when it was outside. Smallest position wins.
 __device__ __forceinline__ int64_t checked_row(int32_t id, int64_t n, int V, unsigned long long* err) {
   if (id >= 0 && id < V) return id;
-  atomicMin(err, (static_cast<unsigned long long>(n) << 32) | static_cast<uint32_t>(id));
+  atomicMin(err, (static_cast<unsigned long long>(n) << kValueBits) | static_cast<uint32_t>(id));
   return id < 0 ? 0 : V - 1;
 }
 
@@ -83,7 +86,9 @@ __global__ void embedding_scan_ids_kernel(const int32_t* __restrict__ ids, int64
 }
 
 // The row loop runs over grid.y; 65535 is the grid.y limit of both vendors.
-dim3 row_grid(int64_t N, int C, int P) { return dim3(gpu::ceil_div(gpu::ceil_div(C, P), kThreads), unsigned(std::min<int64_t>(N, 65535))); }
+dim3 row_grid(int64_t N, int C, int P) {
+  return dim3(gpu::ceil_div(gpu::ceil_div(C, P), kThreads), unsigned(std::min<int64_t>(N, 65535)));
+}
 
 }  // namespace
 
@@ -117,7 +122,7 @@ void embedding_bwd_gpu(const Tensor& dout, const Tensor& ids, Tensor& dtable) {
   });
 }
 
-uint64_t embedding_first_bad_id_gpu(const Tensor& ids, int64_t V) {
+EmbeddingBadId embedding_first_bad_id_gpu(const Tensor& ids, int64_t V) {
   uint64_t* word = error_word();
   const int64_t N = ids.numel();
   if (N > 0) {
@@ -128,8 +133,9 @@ uint64_t embedding_first_bad_id_gpu(const Tensor& ids, int64_t V) {
   }
   uint64_t bad = kNoError;
   gpu::copy_d2h(&bad, word, sizeof bad);  // stream-ordered after every earlier embedding kernel; synchronises
-  if (bad != kNoError) gpu::memset_async(word, 0xff, sizeof(uint64_t));
-  return bad;
+  if (bad == kNoError) return {};
+  gpu::memset_async(word, 0xff, sizeof(uint64_t));
+  return {true, int64_t(bad >> kValueBits), int32_t(uint32_t(bad))};
 }
 
 }  // namespace anvil

@@ -29,8 +29,13 @@ void embedding_fwd_cpu(const Tensor& ids, const Tensor& table, Tensor& out);
 void embedding_bwd_cpu(const Tensor& dout, const Tensor& ids, Tensor& dtable);
 void embedding_fwd_gpu(const Tensor& ids, const Tensor& table, Tensor& out);
 void embedding_bwd_gpu(const Tensor& dout, const Tensor& ids, Tensor& dtable);
-// GPU half of embedding_check_ids: returns the first bad (position, value) as position << 32 | uint32(value),
-// or UINT64_MAX when every id (and every id seen since the last call) was in range; clears the error word.
-uint64_t embedding_first_bad_id_gpu(const Tensor& ids, int64_t V);
+// GPU half of embedding_check_ids: the first bad (position, value) among `ids` and every id the GPU kernels
+// met since the last call on this device; clears the device's error word.
+struct EmbeddingBadId {
+  bool found = false;
+  int64_t pos = 0;
+  int32_t value = 0;
+};
+EmbeddingBadId embedding_first_bad_id_gpu(const Tensor& ids, int64_t V);
 
 }  // namespace anvil
