@@ -263,8 +263,9 @@ void add_rms_norm_bwd_gpu(const Tensor& dy, const Tensor& dh_in, const Tensor& h
     RowPlan plan = plan_row(C, P, aligned);
     if (plan.threads > 256) plan = {};
     const int threads = plan.K ? plan.threads : kLoopThreads;
-    // About 1024 resident threads per SM: enough loads in flight, and few partial rows of dw (G x C f32).
-    const int G = int(std::min<int64_t>(N, int64_t(sms) * std::max(1, 1024 / threads)));
+    // Two blocks per SM: the K = 2 bf16 kernel needs 94 registers (sm_90), so two 256-thread blocks are what
+    // fits; each thread keeps 3K 16-byte loads in flight (48 KB per SM), and dw has only 2 x SMs partial rows.
+    const int G = int(std::min<int64_t>(N, 2 * int64_t(sms)));
     Tensor part = Tensor::empty({G, C}, DType::f32, h.device());
     const T* resid = dh_in.defined() ? dh_in.data<T>() : nullptr;
     auto kernel = add_rms_norm_bwd_loop_kernel<T>;

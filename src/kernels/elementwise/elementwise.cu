@@ -202,6 +202,7 @@ void elementwise_scale_gpu(Tensor& x, float s) {
 }
 
 void elementwise_cast_gpu(const Tensor& src, Tensor& dst, float scale) {
+  if (src.dtype() == dst.dtype() && scale == 1.f) return gpu::copy_d2d(dst.data_ptr(), src.data_ptr(), src.nbytes());
   const float factor = dtype_is_fp8(src.dtype()) ? scale : 1.f / scale;
   const bool aligned = gpu::aligned16(src.data_ptr()) && gpu::aligned16(dst.data_ptr());
   ANVIL_DISPATCH_FLOAT_FP8(src.dtype(), TS, {

@@ -16,7 +16,8 @@ void add_(Tensor& acc, const Tensor& x, float alpha = 1.f);  // acc += alpha * x
 void scale_(Tensor& x, float s);                              // x *= s
 // dst = src / scale (quantise: a float src into any dst, FP8 or not), or, when src is FP8, dst = src * scale
 // (dequantise; also FP8 -> FP8). scale > 0 and finite, a host float. Computed as src * (1/scale) in f32
-// (the reciprocal rounded once: within one f32 ulp of the division), then rounded RNE into dst.
+// (the reciprocal rounded once: within one f32 ulp of the division), then rounded RNE into dst. The same
+// dtype with scale 1 is a plain byte copy (the copy-bandwidth yardstick of the perf cases).
 void cast(const Tensor& src, Tensor& dst, float scale = 1.f);
 void sum_squares(const Tensor& x, Tensor& out);  // out (1) f32 += sum(x^2)  (gradient norms; deterministic)
 void amax(const Tensor& x, Tensor& out);         // out (1) f32 = max|x|, 0 when x is empty, NaN if any x is

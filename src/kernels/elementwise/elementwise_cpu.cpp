@@ -78,6 +78,7 @@ void elementwise_scale_cpu(Tensor& x, float s) {
   ANVIL_DISPATCH_FLOAT(x.dtype(), T, scale_impl<T>(x.data<T>(), s, x.numel()));
 }
 void elementwise_cast_cpu(const Tensor& src, Tensor& dst, float scale) {
+  if (src.dtype() == dst.dtype() && scale == 1.f) return void(std::memcpy(dst.data_ptr(), src.data_ptr(), src.nbytes()));
   const float factor = dtype_is_fp8(src.dtype()) ? scale : 1.f / scale;
   ANVIL_DISPATCH_FLOAT_FP8(src.dtype(), TS, {
     ANVIL_DISPATCH_FLOAT_FP8(dst.dtype(), TD,

@@ -28,6 +28,7 @@ uint64_t* error_word() {
   if (!word[d]) {
     word[d] = static_cast<uint64_t*>(gpu::alloc(sizeof(uint64_t)));
     gpu::memset_async(word[d], 0xff, sizeof(uint64_t));
+    gpu::synchronize();  // once per device: later kernels may run on another stream
   }
   return word[d];
 }
