@@ -12,9 +12,9 @@
 //
 // Configurations (128 threads): HD = 64 uses 64 keys x 32 queries per step (62.7 KB shared memory);
 // HD = 80..128 use 32 keys x 16 queries (at most 53.8 KB): both fit the 64 KB LDS of gfx90a.
+#include "kernels/attention/attention_gpu.cuh"  // first: it brings the vendor runtime that core/ headers need
 #include "core/dispatch.h"
 #include "kernels/attention/attention.h"
-#include "kernels/attention/attention_gpu.cuh"
 
 namespace anvil {
 namespace {

@@ -8,9 +8,9 @@
 // capture): the kernels clamp them to [0, Tmax], and an empty row gives zeros.
 #include <algorithm>
 
+#include "kernels/attention/attention_gpu.cuh"  // first: it brings the vendor runtime that core/ headers need
 #include "core/dispatch.h"
 #include "kernels/attention/attention.h"
-#include "kernels/attention/attention_gpu.cuh"
 
 namespace anvil {
 namespace {

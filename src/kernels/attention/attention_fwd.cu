@@ -10,9 +10,9 @@
 //
 // Shared memory (f32): Q (64, HD+4), one K-or-V buffer (32, HD+4) loaded twice per tile, P (64, 40):
 // 60.9 KB at HD = 128, under the 64 KB LDS of gfx90a. K and V share a buffer for that reason.
+#include "kernels/attention/attention_gpu.cuh"  // first: it brings the vendor runtime that core/ headers need
 #include "core/dispatch.h"
 #include "kernels/attention/attention.h"
-#include "kernels/attention/attention_gpu.cuh"
 
 namespace anvil {
 namespace {

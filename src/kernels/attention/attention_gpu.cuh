@@ -13,24 +13,24 @@ constexpr float kLog2e = 1.4426950408889634f;  // softmax runs in base 2: exp(x)
 constexpr float kLn2 = 0.6931471805599453f;
 
 // The host -> kernel contract. Arrays are contiguous: q, out, dout, dq (B, T, NH, HD); k, v, dk, dv
-// (B, T, NKV, HD); lse, D (B, NH, T). HD is a template parameter of the kernels.
-template <class T>
+// (B, T, NKV, HD); lse, D (B, NH, T). E is the element type; HD is a template parameter of the kernels.
+template <class E>
 struct FwdParams {
-  const T* q;
-  const T* k;
-  const T* v;
-  T* out;
+  const E* q;
+  const E* k;
+  const E* v;
+  E* out;
   float* lse;
   int B, T, NH, NKV;
   float scale;
 };
-template <class T>
-struct BwdParams : FwdParams<T> {
-  const T* dout;
+template <class E>
+struct BwdParams : FwdParams<E> {
+  const E* dout;
   const float* D;   // (B, NH, T) rowsum(dout * out)
   float* dq_acc;    // (B, T, NH, HD) f32, zeroed; the kernel adds into it with atomics
-  T* dk;
-  T* dv;
+  E* dk;
+  E* dv;
 };
 
 // Rows [r0, r0 + R) of head `head` of a (B, T, H, HD) array into s (R, HD + 4) f32, times `mul`; rows past T
