@@ -8,6 +8,11 @@
 // Numerics: per row, loss = lse(logits) - logits[target], lse by a running max over chunks.
 // Gradients: with upstream dloss (N) f32 (e.g. 1/num_valid for a mean): dlogits = dloss * (softmax - onehot),
 //          recomputed chunk by chunk;  dh is overwritten;  dw is accumulated (+=).
+// Chunks:  per chunk of Vc vocabulary rows, logits (N, Vc) f32 = h @ w_chunk^T through anvil::matmul; the
+//          backward rounds dlogits into h's dtype (the GEMM inputs share one dtype), then dh (+)= dlogits @
+//          w_chunk (accumulated in f32 across chunks) and dw_chunk += dlogits^T @ h.
+// Errors:  targets outside [0, V) other than -1 raise anvil::Error before anything is written; the check
+//          reads targets on the host (on the GPU: a 4N-byte copy and a stream sync per call).
 #pragma once
 #include "core/tensor.h"
 
@@ -23,5 +28,28 @@ void cross_entropy_fwd_ref(const double* h, const double* w, const int32_t* targ
                            int64_t N, int64_t V, int64_t C);
 void cross_entropy_bwd_ref(const double* dloss, const double* h, const double* w, const int32_t* targets,
                            double* dh, double* dw, int64_t N, int64_t V, int64_t C);
+
+// Backend pieces that the chunked driver in cross_entropy.cpp runs between the GEMMs (arguments checked there).
+// logits (N, Vc) f32 holds vocabulary columns [v0, v0 + Vc).
+// Online lse over chunks: m, s (N) f32 = running max and running sum of exp(logit - m); tgt (N) f32 = the
+// target's logit once its chunk has passed (0 for ignored rows). `first` starts the running values afresh.
+void cross_entropy_chunk_fwd_cpu(const Tensor& logits, const Tensor& targets, int64_t v0, bool first, Tensor& m,
+                                 Tensor& s, Tensor& tgt);
+void cross_entropy_chunk_fwd_gpu(const Tensor& logits, const Tensor& targets, int64_t v0, bool first, Tensor& m,
+                                 Tensor& s, Tensor& tgt);
+// lse = m + log(s);  loss = lse - tgt (0 where targets == -1).
+void cross_entropy_finish_cpu(const Tensor& m, const Tensor& s, const Tensor& tgt, const Tensor& targets,
+                              Tensor& loss, Tensor& lse);
+void cross_entropy_finish_gpu(const Tensor& m, const Tensor& s, const Tensor& tgt, const Tensor& targets,
+                              Tensor& loss, Tensor& lse);
+// dlogits (N, Vc) in h's dtype (may be logits itself when that is f32) = dloss * (exp(logit - lse) - onehot),
+// zero on ignored rows.
+void cross_entropy_chunk_bwd_cpu(const Tensor& logits, const Tensor& targets, int64_t v0, const Tensor& lse,
+                                 const Tensor& dloss, Tensor& dlogits);
+void cross_entropy_chunk_bwd_gpu(const Tensor& logits, const Tensor& targets, int64_t v0, const Tensor& lse,
+                                 const Tensor& dloss, Tensor& dlogits);
+// dst (any float dtype) = src (f32), same number of elements: dh from its f32 accumulator.
+void cross_entropy_cast_cpu(const Tensor& src, Tensor& dst);
+void cross_entropy_cast_gpu(const Tensor& src, Tensor& dst);
 
 }  // namespace anvil

@@ -1,0 +1,126 @@
+// cross_entropy front-ends: argument checks, then the chunk loop shared by every backend. The chunk GEMMs
+// go through anvil::matmul (OpenBLAS / cuBLASLt / the portable kernel); the row-wise pieces are
+// cross_entropy_*_{cpu,gpu}.
+#include <algorithm>
+
+#include "kernels/cross_entropy/cross_entropy.h"
+#include "kernels/matmul/matmul.h"
+
+namespace anvil {
+namespace {
+
+// h (N, C), w (V, C) in one float dtype, targets (N) i32, all contiguous on one device.
+void check_inputs(const char* op, const Tensor& h, const Tensor& w, const Tensor& targets, int64_t chunk) {
+  check_dim(op, "h", h, 2);
+  check_dtype_in(op, "h", h, {DType::f32, DType::bf16, DType::f16});
+  check_contiguous(op, "h", h);
+  check_dim(op, "w", w, 2);
+  ANVIL_CHECK(h.size(1) > 0 && w.size(0) > 0, op, "C > 0 and V > 0", str("h ", h.describe(), ", w ", w.describe()));
+  check_shape(op, "w", w, {w.size(0), h.size(1)});
+  check_dtype(op, "w", w, h.dtype());
+  check_contiguous(op, "w", w);
+  check_same_device(op, h, "h", w, "w");
+  check_shape(op, "targets", targets, {h.size(0)});
+  check_dtype(op, "targets", targets, DType::i32);
+  check_contiguous(op, "targets", targets);
+  check_same_device(op, h, "h", targets, "targets");
+  ANVIL_CHECK(chunk >= 0, op, "chunk >= 0 (0 = choose)", chunk);
+}
+
+void check_f32_vector(const char* op, const char* name, const Tensor& t, const Tensor& h) {
+  check_shape(op, name, t, {h.size(0)});
+  check_dtype(op, name, t, DType::f32);
+  check_contiguous(op, name, t);
+  check_same_device(op, h, "h", t, name);
+}
+
+// Targets are data, not shapes: an out-of-range one would index past the logits, so every call reads them on
+// the host first (a 4N-byte copy and a sync on the GPU; negligible next to the 2NVC-flop GEMMs).
+void check_targets(const char* op, const Tensor& targets, int64_t V) {
+  const Tensor t = targets.to(Device::cpu());
+  const int32_t* p = t.data<int32_t>();
+  for (int64_t n = 0; n < t.numel(); n++)
+    ANVIL_CHECK(p[n] == -1 || (p[n] >= 0 && p[n] < V), op, str("targets[", n, "] in [0, ", V, ") or -1"), p[n]);
+}
+
+// Vocabulary rows per chunk: the request, or about 64 MB of f32 logits (16M values), a multiple of 128
+// columns (GEMM tile friendly) once above 128.
+int64_t chunk_cols(int64_t chunk, int64_t N, int64_t V) {
+  int64_t vc = chunk > 0 ? chunk : std::max<int64_t>(1, (int64_t(16) << 20) / std::max<int64_t>(N, 1));
+  if (chunk == 0 && vc > 128) vc = vc / 128 * 128;
+  return std::min(vc, V);
+}
+
+// The (N, vc) leading part of a flat chunk buffer.
+Tensor chunk_view(const Tensor& buf, int64_t N, int64_t vc) { return buf.slice(0, 0, N * vc).view({N, vc}); }
+
+#ifdef ANVIL_HAS_GPU
+#define ANVIL_CE_BACKEND(dev, name, ...) \
+  ((dev).is_cpu() ? cross_entropy_##name##_cpu(__VA_ARGS__) : cross_entropy_##name##_gpu(__VA_ARGS__))
+#else
+#define ANVIL_CE_BACKEND(dev, name, ...) cross_entropy_##name##_cpu(__VA_ARGS__)
+#endif
+
+}  // namespace
+
+void cross_entropy_fwd(const Tensor& h, const Tensor& w, const Tensor& targets, Tensor& loss, Tensor& lse,
+                       int64_t chunk) {
+  const char* op = "cross_entropy_fwd";
+  check_inputs(op, h, w, targets, chunk);
+  check_f32_vector(op, "loss", loss, h);
+  check_f32_vector(op, "lse", lse, h);
+  const int64_t N = h.size(0), V = w.size(0);
+  check_targets(op, targets, V);
+  if (N == 0) return;
+  const Device dev = h.device();
+  const int64_t Vc = chunk_cols(chunk, N, V);
+  Tensor logits = Tensor::empty({N * Vc}, DType::f32, dev);
+  Tensor m = Tensor::empty({N}, DType::f32, dev), s = Tensor::empty({N}, DType::f32, dev);
+  Tensor tgt = Tensor::empty({N}, DType::f32, dev);
+  for (int64_t v0 = 0; v0 < V; v0 += Vc) {
+    const int64_t vc = std::min(Vc, V - v0);
+    Tensor z = chunk_view(logits, N, vc);
+    matmul(h, w.slice(0, v0, v0 + vc), z, false, true, 1.f, 0.f);  // z (N, vc) = h @ w_chunk^T
+    ANVIL_CE_BACKEND(dev, chunk_fwd, z, targets, v0, v0 == 0, m, s, tgt);
+  }
+  ANVIL_CE_BACKEND(dev, finish, m, s, tgt, targets, loss, lse);
+}
+
+void cross_entropy_bwd(const Tensor& dloss, const Tensor& h, const Tensor& w, const Tensor& targets,
+                       const Tensor& lse, Tensor& dh, Tensor& dw, int64_t chunk) {
+  const char* op = "cross_entropy_bwd";
+  check_inputs(op, h, w, targets, chunk);
+  check_f32_vector(op, "dloss", dloss, h);
+  check_f32_vector(op, "lse", lse, h);
+  check_shape(op, "dh", dh, h.shape());
+  check_dtype(op, "dh", dh, h.dtype());
+  check_contiguous(op, "dh", dh);
+  check_same_device(op, h, "h", dh, "dh");
+  check_shape(op, "dw", dw, w.shape());
+  check_dtype(op, "dw", dw, DType::f32);
+  check_contiguous(op, "dw", dw);
+  check_same_device(op, h, "h", dw, "dw");
+  const int64_t N = h.size(0), V = w.size(0);
+  check_targets(op, targets, V);
+  if (N == 0) return;
+  const Device dev = h.device();
+  const DType dt = h.dtype();
+  const int64_t Vc = chunk_cols(chunk, N, V);
+  Tensor logits = Tensor::empty({N * Vc}, DType::f32, dev);
+  // dlogits feed GEMMs with w and h, so they take their dtype; for f32 they overwrite the logits in place.
+  Tensor dlogits = dt == DType::f32 ? logits : Tensor::empty({N * Vc}, dt, dev);
+  // dh sums over every chunk: in f32 (dh itself when f32), so a 1000-chunk vocabulary rounds once, not 1000x.
+  Tensor dh_acc = dt == DType::f32 ? dh : Tensor::empty(dh.shape(), DType::f32, dev);
+  for (int64_t v0 = 0; v0 < V; v0 += Vc) {
+    const int64_t vc = std::min(Vc, V - v0);
+    const Tensor wc = w.slice(0, v0, v0 + vc);
+    Tensor z = chunk_view(logits, N, vc), dz = chunk_view(dlogits, N, vc), dwc = dw.slice(0, v0, v0 + vc);
+    matmul(h, wc, z, false, true, 1.f, 0.f);
+    ANVIL_CE_BACKEND(dev, chunk_bwd, z, targets, v0, lse, dloss, dz);
+    matmul(dz, wc, dh_acc, false, false, 1.f, v0 == 0 ? 0.f : 1.f);  // dh (N, C) (+)= dz (N, vc) @ w_chunk
+    matmul(dz, h, dwc, true, false, 1.f, 1.f);                       // dw_chunk (vc, C) += dz^T @ h
+  }
+  if (dt != DType::f32) ANVIL_CE_BACKEND(dev, cast, dh_acc, dh);
+}
+
+}  // namespace anvil
