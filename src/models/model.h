@@ -1,0 +1,82 @@
+// The causal language model interface shared by every architecture (Llama, Mamba). Model code is pure math:
+// the trainer, LoRA, sharding and serving talk to a model only through this interface.
+//
+// Vocabulary: B batch, T sequence length, V vocabulary, C model width.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace anvil {
+
+// One trainable tensor: the compute copy the forward reads (bf16 on GPU training, f32 on CPU), its fp32
+// master copy (the optimizer updates it, then refreshes `weight`), and the fp32 gradient it accumulates into.
+// When the compute dtype is f32, master and weight are the same tensor.
+struct Param {
+  std::string name;  // Hugging Face name, e.g. "model.layers.0.self_attn.q_proj.weight"
+  Tensor weight;     // compute dtype
+  Tensor master;     // f32
+  Tensor grad;       // f32, same shape; zeroed by zero_grad()
+  bool decay = true; // weight decay applies (not to norms and biases)
+};
+
+// Recurrent/KV state of a batch of sequences being generated.
+struct InferState {
+  virtual ~InferState() = default;
+  int batch = 0;
+  int max_len = 0;          // cache capacity in tokens (Llama); unused by Mamba's constant-size state
+  std::vector<int> lens;    // tokens consumed so far per sequence
+};
+
+struct ModelInfo {
+  std::string arch;         // "llama" | "mamba"
+  int64_t vocab = 0, width = 0, layers = 0, max_len = 0;
+  int64_t n_params = 0;
+  // Approximate training FLOPs per token (forward + backward), for MFU: 6*N + attention terms.
+  double train_flops_per_token(int64_t T) const;
+  double flops_attn_per_token_per_t = 0;  // the T-dependent part: 6 * layers * width for attention (Llama)
+  int32_t bos_id = -1, eos_id = -1;
+};
+
+struct TrainOptions {
+  bool recompute = false;   // per-layer activation recomputation: keep only layer inputs, recompute inside
+};
+
+class CausalLM {
+ public:
+  virtual ~CausalLM() = default;
+  virtual const ModelInfo& info() const = 0;
+  virtual Device device() const = 0;
+  virtual DType compute_dtype() const = 0;
+
+  // ---- training ----
+  // Forward and backward on one micro-batch: ids, targets (B, T) i32 on any device (-1 targets are ignored).
+  // Returns the mean loss over valid targets; gradients of (loss * grad_weight) accumulate into Param::grad,
+  // so micro-batches of a step add up with grad_weight = 1 / micro_batches.
+  virtual float forward_backward(const Tensor& ids, const Tensor& targets, float grad_weight,
+                                 const TrainOptions& opt) = 0;
+  // Mean loss without gradients (validation).
+  virtual float forward_loss(const Tensor& ids, const Tensor& targets) = 0;
+  virtual std::vector<Param>& params() = 0;
+  void zero_grad();
+  // After the optimizer changed the fp32 masters: refresh the compute copies (a no-op when they are the same).
+  virtual void sync_weights();
+
+  // ---- inference ----
+  virtual std::unique_ptr<InferState> new_state(int batch, int max_len) = 0;
+  // Feeds ids (B, T) (T >= 1; prefill when T > 1) and writes the logits of the last position: (B, V) f32.
+  virtual void step(InferState& st, const Tensor& ids, Tensor& logits) = 0;
+  // Full logits for every position (B, T, V) f32 (parity tests; no cache).
+  virtual Tensor logits(const Tensor& ids) = 0;
+
+  // ---- checkpoints (Hugging Face layout: config.json + model.safetensors) ----
+  virtual void save(const std::string& dir) const = 0;
+};
+
+// Loads a Hugging Face checkpoint directory (config.json + safetensors), picking the architecture from the
+// config. dtype: the compute dtype (f32 on CPU; bf16 or f32 on GPU). trainable: keep fp32 masters and grads.
+std::unique_ptr<CausalLM> load_model(const std::string& dir, Device device, DType dtype, bool trainable);
+
+}  // namespace anvil
