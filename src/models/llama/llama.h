@@ -1,0 +1,80 @@
+// Llama (Llama 2, 3, 3.1, 3.2 shapes): pre-norm decoder, GQA attention with RoPE, SwiGLU MLP, RMSNorm.
+// Forward and backward are written out layer by layer from the kernels (no autograd graph).
+//
+// Vocabulary: B batch, T tokens per sequence, N = B*T rows, C hidden, H intermediate, V vocabulary,
+// NH query heads, NKV key/value heads, HD head dim, L layers.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "io/hf_config.h"
+#include "models/model.h"
+
+namespace anvil {
+
+struct LlamaLayer {
+  Param* in_norm;    // (C)
+  Param* wq;         // (NH*HD, C)
+  Param* wk;         // (NKV*HD, C)
+  Param* wv;         // (NKV*HD, C)
+  Param* wo;         // (C, NH*HD)
+  Param* post_norm;  // (C)
+  Param* w_gate;     // (H, C)  view of rows [0, H) of the fused gate_up weight
+  Param* w_up;       // (H, C)  view of rows [H, 2H)
+  Param* w_down;     // (C, H)
+  Tensor gate_up;    // (2H, C) compute copy that both views share: one GEMM for gate and up
+  Tensor gate_up_grad;  // (2H, C) f32
+};
+
+class LlamaModel final : public CausalLM {
+ public:
+  // Random initialisation as transformers does it (normal(0, 0.02) for linears and embeddings, ones for norms),
+  // from a counter-based RNG so every backend starts from the same weights.
+  static std::unique_ptr<LlamaModel> create(const LlamaConfig& cfg, Device device, DType dtype, bool trainable,
+                                            uint64_t seed);
+  // Loads config.json + safetensors (single or sharded) from a Hugging Face directory.
+  static std::unique_ptr<LlamaModel> load(const std::string& dir, Device device, DType dtype, bool trainable);
+
+  const ModelInfo& info() const override { return info_; }
+  Device device() const override { return device_; }
+  DType compute_dtype() const override { return dtype_; }
+  const LlamaConfig& config() const { return cfg_; }
+
+  float forward_backward(const Tensor& ids, const Tensor& targets, float grad_weight,
+                         const TrainOptions& opt) override;
+  float forward_loss(const Tensor& ids, const Tensor& targets) override;
+  std::vector<Param>& params() override { return params_; }
+  void sync_weights() override;
+
+  std::unique_ptr<InferState> new_state(int batch, int max_len) override;
+  void step(InferState& st, const Tensor& ids, Tensor& logits) override;
+  Tensor logits(const Tensor& ids) override;
+
+  void save(const std::string& dir) const override;
+
+  // Internals shared by the files of this folder.
+  struct Acts;
+  Param& param(const std::string& name);
+  const Tensor& embed_weight() const { return embed_->weight; }
+  const Tensor& lm_head_weight() const { return lm_head_->weight; }
+
+ private:
+  LlamaModel(const LlamaConfig& cfg, Device device, DType dtype, bool trainable);
+  void build_params();
+  Tensor forward_hidden(const Tensor& ids_dev, int64_t B, int64_t T, Acts* acts);  // final normed (N, C)
+  float loss_and_backward(const Tensor& ids, const Tensor& targets, float grad_weight, bool backward);
+
+  LlamaConfig cfg_;
+  ModelInfo info_;
+  Device device_;
+  DType dtype_;
+  bool trainable_;
+  std::vector<Param> params_;
+  std::vector<LlamaLayer> layers_;
+  Param* embed_ = nullptr;
+  Param* final_norm_ = nullptr;
+  Param* lm_head_ = nullptr;  // == embed_ when tied
+  Tensor inv_freq_;           // (HD/2) f32 on device
+};
+
+}  // namespace anvil

@@ -1,0 +1,123 @@
+// Llama parameters: creation, naming (Hugging Face layout), random initialisation, weight refresh.
+#include <cmath>
+
+#include "core/rng.h"
+#include "kernels/elementwise/elementwise.h"
+#include "kernels/rope/rope.h"
+#include "models/llama/llama.h"
+
+namespace anvil {
+
+LlamaModel::LlamaModel(const LlamaConfig& cfg, Device device, DType dtype, bool trainable)
+    : cfg_(cfg), device_(device), dtype_(dtype), trainable_(trainable) {
+  ANVIL_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16, "LlamaModel",
+              "compute dtype f32, bf16 or f16", dtype_name(dtype));
+  ANVIL_CHECK(cfg.num_attention_heads % cfg.num_key_value_heads == 0, "LlamaModel",
+              "num_attention_heads divisible by num_key_value_heads",
+              str(cfg.num_attention_heads, " and ", cfg.num_key_value_heads));
+  info_.arch = "llama";
+  info_.vocab = cfg.vocab_size;
+  info_.width = cfg.hidden_size;
+  info_.layers = cfg.num_hidden_layers;
+  info_.max_len = cfg.max_position_embeddings;
+  info_.bos_id = cfg.bos_token_id;
+  info_.eos_id = cfg.eos_token_id;
+  // Attention adds 6 * L * C * T FLOPs per token for the causal QK^T and PV products (fwd + bwd, halved
+  // for causality: 12 * L * C * T / 2), the convention of the MFU formula in TARGETS.md.
+  info_.flops_attn_per_token_per_t = 6.0 * double(cfg.num_hidden_layers) * double(cfg.hidden_size);
+  build_params();
+  auto inv = rope_inv_freq(cfg.rope, cfg.head_dim);
+  inv_freq_ = Tensor::from_floats(inv, {int64_t(inv.size())}, DType::f32, device);
+}
+
+void LlamaModel::build_params() {
+  const int64_t C = cfg_.hidden_size, H = cfg_.intermediate_size, V = cfg_.vocab_size, HD = cfg_.head_dim;
+  const int64_t QD = cfg_.num_attention_heads * HD, KVD = cfg_.num_key_value_heads * HD;
+  const int64_t L = cfg_.num_hidden_layers;
+  auto alloc = [&](const Shape& s) { return Tensor::empty(s, dtype_, device_); };
+  auto master_of = [&](const Tensor& w) {
+    return dtype_ == DType::f32 ? w : (trainable_ ? Tensor::empty(w.shape(), DType::f32, device_) : Tensor());
+  };
+  auto grad_of = [&](const Shape& s) { return trainable_ ? Tensor::zeros(s, DType::f32, device_) : Tensor(); };
+  auto add = [&](const std::string& name, const Shape& s, bool decay) {
+    Tensor w = alloc(s);
+    params_.push_back(Param{name, w, master_of(w), grad_of(s), decay});
+  };
+  params_.reserve(size_t(4 + 9 * L));
+  add("model.embed_tokens.weight", {V, C}, true);
+  std::vector<Tensor> gate_up(size_t(L)), gate_up_master(size_t(L)), gate_up_grad(size_t(L));
+  for (int64_t l = 0; l < L; l++) {
+    const std::string p = str("model.layers.", l, ".");
+    add(p + "input_layernorm.weight", {C}, false);
+    add(p + "self_attn.q_proj.weight", {QD, C}, true);
+    add(p + "self_attn.k_proj.weight", {KVD, C}, true);
+    add(p + "self_attn.v_proj.weight", {KVD, C}, true);
+    add(p + "self_attn.o_proj.weight", {C, QD}, true);
+    add(p + "post_attention_layernorm.weight", {C}, false);
+    // gate and up are row views of one (2H, C) tensor (and so are their masters and gradients).
+    gate_up[l] = alloc({2 * H, C});
+    gate_up_master[l] = master_of(gate_up[l]);
+    gate_up_grad[l] = grad_of({2 * H, C});
+    auto view = [&](const Tensor& t, int64_t a, int64_t b) { return t.defined() ? t.slice(0, a, b) : Tensor(); };
+    params_.push_back(Param{p + "mlp.gate_proj.weight", gate_up[l].slice(0, 0, H), view(gate_up_master[l], 0, H),
+                            view(gate_up_grad[l], 0, H), true});
+    params_.push_back(Param{p + "mlp.up_proj.weight", gate_up[l].slice(0, H, 2 * H),
+                            view(gate_up_master[l], H, 2 * H), view(gate_up_grad[l], H, 2 * H), true});
+    add(p + "mlp.down_proj.weight", {C, H}, true);
+  }
+  add("model.norm.weight", {C}, false);
+  if (!cfg_.tie_word_embeddings) add("lm_head.weight", {V, C}, true);
+
+  size_t i = 0;
+  embed_ = &params_[i++];
+  layers_.resize(size_t(L));
+  for (int64_t l = 0; l < L; l++) {
+    LlamaLayer& ly = layers_[size_t(l)];
+    ly.in_norm = &params_[i++];
+    ly.wq = &params_[i++];
+    ly.wk = &params_[i++];
+    ly.wv = &params_[i++];
+    ly.wo = &params_[i++];
+    ly.post_norm = &params_[i++];
+    ly.w_gate = &params_[i++];
+    ly.w_up = &params_[i++];
+    ly.w_down = &params_[i++];
+    ly.gate_up = gate_up[size_t(l)];
+    ly.gate_up_grad = gate_up_grad[size_t(l)];
+  }
+  final_norm_ = &params_[i++];
+  lm_head_ = cfg_.tie_word_embeddings ? embed_ : &params_[i++];
+  info_.n_params = 0;
+  for (auto& p : params_) info_.n_params += p.weight.numel();
+}
+
+Param& LlamaModel::param(const std::string& name) {
+  for (auto& p : params_)
+    if (p.name == name) return p;
+  ANVIL_THROW("LlamaModel::param", "a Llama parameter name", "'" + name + "'");
+}
+
+std::unique_ptr<LlamaModel> LlamaModel::create(const LlamaConfig& cfg, Device device, DType dtype, bool trainable,
+                                               uint64_t seed) {
+  std::unique_ptr<LlamaModel> m(new LlamaModel(cfg, device, dtype, trainable));
+  uint64_t salt = 0;
+  for (auto& p : m->params_) {
+    const bool is_norm = p.weight.dim() == 1;
+    std::vector<float> v(size_t(p.weight.numel()));
+    const uint64_t s = seed * 0x9E3779B97F4A7C15ull + (++salt);
+    for (size_t k = 0; k < v.size(); k++) v[k] = is_norm ? 1.f : float(cfg.initializer_range) * rng_normal(s, k);
+    Tensor src = Tensor::from_floats(v, p.weight.shape(), DType::f32, device);
+    if (p.master.defined()) p.master.copy_(src);
+    else cast(src, p.weight);
+  }
+  m->sync_weights();
+  return m;
+}
+
+void LlamaModel::sync_weights() {
+  if (dtype_ == DType::f32) return;
+  for (auto& p : params_)
+    if (p.master.defined()) cast(p.master, p.weight);
+}
+
+}  // namespace anvil
