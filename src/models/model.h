@@ -37,7 +37,8 @@ struct ModelInfo {
   // Approximate training FLOPs per token (forward + backward), for MFU: 6*N + attention terms.
   double train_flops_per_token(int64_t T) const;
   double flops_attn_per_token_per_t = 0;  // the T-dependent part: 6 * layers * width for attention (Llama)
-  int32_t bos_id = -1, eos_id = -1;
+  int32_t bos_id = -1, eos_id = -1;   // -1: none
+  std::vector<int32_t> eos_ids;        // every id that ends generation (config.json may list several)
 };
 
 struct TrainOptions {

@@ -1,0 +1,45 @@
+// Llama checkpoints in the Hugging Face layout: config.json + model.safetensors (single or sharded).
+#include <filesystem>
+
+#include "io/safetensors.h"
+#include "kernels/elementwise/elementwise.h"
+#include "models/llama/llama.h"
+
+namespace anvil {
+
+std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& dir, Device device, DType dtype, bool trainable) {
+  LlamaConfig cfg = load_llama_config(dir);
+  std::unique_ptr<LlamaModel> m(new LlamaModel(cfg, device, dtype, trainable));
+  SafetensorsIndex ckpt = open_checkpoint(dir);
+  for (auto& p : m->params_) {
+    ANVIL_CHECK(ckpt.contains(p.name), "llama::load", str("tensor '", p.name, "' in the checkpoint"),
+                str("a checkpoint at ", dir, " without it"));
+    const SafetensorsEntry& e = ckpt.entry(p.name);
+    ANVIL_CHECK(e.shape == p.weight.shape(), "llama::load", str(p.name, " of shape ", shape_str(p.weight.shape())),
+                shape_str(e.shape));
+    ANVIL_CHECK(dtype_is_float(e.dtype) && !dtype_is_fp8(e.dtype), "llama::load",
+                str(p.name, " stored as f32, bf16 or f16"), dtype_name(e.dtype));
+    Tensor src = ckpt.get(p.name);
+    // Straight into the fp32 master when training, else into the compute copy: one device copy per tensor.
+    Tensor dst = p.master.defined() ? p.master : p.weight;
+    load_into(dst, src);
+  }
+  m->sync_weights();
+  return m;
+}
+
+void LlamaModel::save(const std::string& dir) const {
+  std::filesystem::create_directories(dir);
+  NamedTensors tensors;
+  for (auto& p : params_) {
+    if (cfg_.tie_word_embeddings && &p == lm_head_ && lm_head_ != embed_) continue;
+    // Save what the model computes with at full precision: the fp32 master when there is one.
+    tensors.emplace_back(p.name, p.master.defined() ? p.master : p.weight);
+  }
+  save_safetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
+  LlamaConfig c = cfg_;
+  c.dtype = tensors.empty() ? dtype_ : tensors[0].second.dtype();
+  save_hf_config(dir + "/config.json", to_json(c));
+}
+
+}  // namespace anvil
