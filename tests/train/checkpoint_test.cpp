@@ -30,7 +30,8 @@ size_t hidden_entries(const std::string& dir) {
 }  // namespace
 
 TEST(Checkpoint, AtomicLatestAndKeepLastK) {
-  std::string out = train_test::scratch_dir("ckpt");
+  train_test::Scratch out_scratch("ckpt");
+  const std::string& out = out_scratch.path;
   for (int64_t step : {10, 20, 30, 40}) save_checkpoint(out, step, 2, writer("s" + std::to_string(step)));
   auto all = list_checkpoints(out);
   ASSERT_EQ(all.size(), 2u);
@@ -49,7 +50,8 @@ TEST(Checkpoint, AtomicLatestAndKeepLastK) {
 }
 
 TEST(Checkpoint, FailedWriteLeavesPreviousCheckpointUntouched) {
-  std::string out = train_test::scratch_dir("ckpt_fail");
+  train_test::Scratch out_scratch("ckpt_fail");
+  const std::string& out = out_scratch.path;
   save_checkpoint(out, 5, 3, writer("good"));
   // A failure in the middle of writing (what a full disk looks like to the writer).
   try {
@@ -73,7 +75,8 @@ TEST(Checkpoint, FailedWriteLeavesPreviousCheckpointUntouched) {
 }
 
 TEST(Checkpoint, ResumeArgumentsAreChecked) {
-  std::string out = train_test::scratch_dir("ckpt_resume");
+  train_test::Scratch out_scratch("ckpt_resume");
+  const std::string& out = out_scratch.path;
   EXPECT_THROW(resolve_resume(out + "/missing", out), Error);
   EXPECT_THROW(resolve_resume(out, out), Error);  // a directory that is no checkpoint
   std::ofstream(out + "/latest") << "checkpoint-3\n";

@@ -20,7 +20,8 @@ std::shared_ptr<TokenStream> stream(const std::string& dir) { return std::make_s
 }  // namespace
 
 TEST(Loader, WindowsAreShiftedPairsSpanningShards) {
-  std::string root = train_test::scratch_dir("loader_windows");
+  train_test::Scratch root_scratch("loader_windows");
+  const std::string& root = root_scratch.path;
   std::string data = train_test::make_dataset(root, 200, 0.0, 300);  // many small shards: windows cross them
   auto s = stream(data);
   ASSERT_GT(s->meta().splits.at("train").shards.size(), 5u);
@@ -44,7 +45,8 @@ TEST(Loader, WindowsAreShiftedPairsSpanningShards) {
 
 TEST(Loader, ShuffleIsDeterministicAndCoversEachWindowOncePerEpoch) {
   // Token i of this stream is i, so a window's first input names the window.
-  std::string dir = train_test::scratch_dir("loader_shuffle");
+  train_test::Scratch dir_scratch("loader_shuffle");
+  const std::string& dir = dir_scratch.path;
   const int64_t N = 5001, B = 3, T = 16;
   std::vector<int32_t> tokens(N);
   for (int64_t i = 0; i < N; i++) tokens[size_t(i)] = int32_t(i);
@@ -84,7 +86,8 @@ TEST(Loader, ShuffleIsDeterministicAndCoversEachWindowOncePerEpoch) {
 }
 
 TEST(Loader, StateRestoresTheExactSequence) {
-  std::string root = train_test::scratch_dir("loader_state");
+  train_test::Scratch root_scratch("loader_state");
+  const std::string& root = root_scratch.path;
   auto s = stream(train_test::make_dataset(root, 150, 0.0));
   BatchLoader a(s, 5, 24, 3, true);
   std::vector<std::vector<int32_t>> ref;
@@ -101,7 +104,8 @@ TEST(Loader, StateRestoresTheExactSequence) {
 }
 
 TEST(Loader, TooLittleDataIsAClearError) {
-  std::string root = train_test::scratch_dir("loader_small");
+  train_test::Scratch root_scratch("loader_small");
+  const std::string& root = root_scratch.path;
   auto s = stream(train_test::make_dataset(root, 5, 0.0));
   try {
     BatchLoader l(s, 64, 128, 0, true);

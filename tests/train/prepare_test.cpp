@@ -32,7 +32,8 @@ std::vector<int32_t> all_tokens(const std::string& dir, const std::string& split
 }  // namespace
 
 TEST(Documents, SplitModes) {
-  std::string dir = train_test::scratch_dir("docs");
+  train_test::Scratch dir_scratch("docs");
+  const std::string& dir = dir_scratch.path;
   write(dir + "/f.txt", "one\ntwo\n%\nthree\n\nfour\n%\n%\n  \n%\nfive\n");
   DocumentOptions o;
   o.separator = "%";
@@ -58,7 +59,8 @@ TEST(Documents, SplitModes) {
 }
 
 TEST(Documents, BinaryFilesAreSkippedAndBadUtf8IsAnError) {
-  std::string dir = train_test::scratch_dir("docs_bin");
+  train_test::Scratch dir_scratch("docs_bin");
+  const std::string& dir = dir_scratch.path;
   write(dir + "/x.dat", std::string("ab\0cd", 5));
   DocumentOptions o;
   EXPECT_FALSE(for_each_document(dir + "/x.dat", o, [](std::string&&, uint64_t) { FAIL(); }));
@@ -78,7 +80,8 @@ TEST(Documents, BinaryFilesAreSkippedAndBadUtf8IsAnError) {
 }
 
 TEST(Prepare, ShardsHoldEveryDocumentEosSeparatedAndSplitBySeed) {
-  std::string root = train_test::scratch_dir("prepare");
+  train_test::Scratch root_scratch("prepare");
+  const std::string& root = root_scratch.path;
   std::string data = train_test::make_dataset(root, 300, 0.2, 1000);
   DatasetMeta m = read_dataset_meta(data);
   EXPECT_EQ(m.vocab_size, uint32_t(train_test::kLetterVocab));
@@ -108,7 +111,8 @@ TEST(Prepare, ShardsHoldEveryDocumentEosSeparatedAndSplitBySeed) {
 }
 
 TEST(Prepare, DirectoriesDuplicatesAndRerunsAreHandled) {
-  std::string root = train_test::scratch_dir("prepare_dirs");
+  train_test::Scratch root_scratch("prepare_dirs");
+  const std::string& root = root_scratch.path;
   fs::create_directories(root + "/in/sub");
   write(root + "/in/a.txt", "abc\n");
   write(root + "/in/sub/b.txt", "de\n");

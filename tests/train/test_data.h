@@ -1,6 +1,8 @@
 // Shared helpers for the training tests: a scratch directory, a 28-symbol "tokenizer" (a-z, space, EOS) and a
 // small deterministic corpus prepared into token shards.
 #pragma once
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -13,12 +15,20 @@
 
 namespace anvil::train_test {
 
-inline std::string scratch_dir(const std::string& name) {
-  auto p = std::filesystem::temp_directory_path() / ("anvil_train_test_" + name + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(p);
-  std::filesystem::create_directories(p);
-  return p.string();
-}
+// A fresh directory under $TMPDIR, removed when the test ends unless it failed (then it is kept to look at).
+struct Scratch {
+  explicit Scratch(const std::string& name)
+      : path((std::filesystem::temp_directory_path() / ("anvil_train_test_" + name + "_" + std::to_string(::getpid())))
+                 .string()) {
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~Scratch() {
+    std::error_code ec;
+    if (!::testing::Test::HasFailure()) std::filesystem::remove_all(path, ec);
+  }
+  const std::string path;
+};
 
 constexpr int32_t kLetterVocab = 28, kLetterEos = 27;
 

@@ -44,7 +44,8 @@ TEST(Checksum, KnownValues) {
 }
 
 TEST(TokenShard, RoundTripU16AndU32) {
-  std::string dir = train_test::scratch_dir("shard_rt");
+  train_test::Scratch dir_scratch("shard_rt");
+  const std::string& dir = dir_scratch.path;
   for (uint32_t vocab : {65536u, 65537u, 128256u}) {
     std::vector<int32_t> tokens;
     for (int i = 0; i < 1001; i++) tokens.push_back(int32_t((uint64_t(i) * 7919) % vocab));
@@ -70,7 +71,8 @@ TEST(TokenShard, RoundTripU16AndU32) {
 }
 
 TEST(TokenShard, OutOfRangeTokensAreRefusedAtWrite) {
-  std::string dir = train_test::scratch_dir("shard_range");
+  train_test::Scratch dir_scratch("shard_range");
+  const std::string& dir = dir_scratch.path;
   ShardInfo in;
   in.vocab_size = 100;
   in.eos_id = 99;
@@ -80,7 +82,8 @@ TEST(TokenShard, OutOfRangeTokensAreRefusedAtWrite) {
 }
 
 TEST(TokenShard, CorruptionIsAnErrorNamingFileAndProblem) {
-  std::string dir = train_test::scratch_dir("shard_bad");
+  train_test::Scratch dir_scratch("shard_bad");
+  const std::string& dir = dir_scratch.path;
   std::vector<int32_t> tokens(500);
   for (int i = 0; i < 500; i++) tokens[size_t(i)] = i % 50;
   ShardInfo in;

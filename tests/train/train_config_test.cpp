@@ -116,8 +116,9 @@ TEST(TrainConfig, ShippedRecipesAreValid) {
     if (e.path().extension() != ".toml") continue;
     SCOPED_TRACE(e.path().string());
     TrainConfig c = load_train_config(e.path().string());
-    if (!c.model.config_path.empty())
+    if (!c.model.config_path.empty()) {
       EXPECT_TRUE(std::filesystem::exists(std::string(ANVIL_SOURCE_DIR) + "/" + c.model.config_path));
+    }
     n++;
   }
   EXPECT_GE(n, 5);

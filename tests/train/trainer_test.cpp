@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "core/error.h"
 #include "fake_bigram.h"
@@ -70,7 +71,8 @@ std::vector<nlohmann::json> metrics_rows(const std::string& out) {
 }  // namespace
 
 TEST(Trainer, LossFallsAndMetricsPlotAndCheckpointsAreWritten) {
-  std::string root = train_test::scratch_dir("trainer_basic");
+  train_test::Scratch root_scratch("trainer_basic");
+  const std::string& root = root_scratch.path;
   std::string data = train_test::make_dataset(root);
   TrainConfig c = recipe(data, root + "/run", 40);
   c.optim.lr = 0.1;
@@ -99,36 +101,71 @@ TEST(Trainer, LossFallsAndMetricsPlotAndCheckpointsAreWritten) {
   EXPECT_EQ(st["config"]["optim"]["lr"].get<double>(), 0.1);
 }
 
-// 10 steps straight == 5 steps, resume, 5 more: bit-identical losses, for f32 and bf16 compute copies.
+// 10 steps straight == 5 steps, resume, 5 more: bit-identical losses, for f32 and bf16 compute copies. The first
+// part runs on to step 7 before the resume from step 5, so the metrics log must drop its rows 6 and 7.
 TEST(Trainer, ResumeContinuesExactly) {
   for (DType dt : {DType::f32, DType::bf16}) {
     SCOPED_TRACE(dtype_name(dt));
-    std::string root = train_test::scratch_dir(std::string("trainer_resume_") + dtype_name(dt));
+    train_test::Scratch root_scratch(std::string("trainer_resume_") + dtype_name(dt));
+    const std::string& root = root_scratch.path;
     std::string data = train_test::make_dataset(root, 20);  // small: the 10 steps cross an epoch boundary
     TrainConfig straight = recipe(data, root + "/a", 10);
     straight.save_every = 5;
     TrainRun a = train(straight, dt);
     TrainConfig first = recipe(data, root + "/b", 10);
     first.save_every = 5;
-    TrainRun b1 = train(first, dt, "", /*stop_at=*/5);
+    TrainRun b1 = train(first, dt, "", /*stop_at=*/7);
     EXPECT_TRUE(b1.result.interrupted);
-    EXPECT_EQ(b1.result.step, 5);
-    TrainRun b2 = train(first, dt, resolve_resume("auto", first.out_dir));
+    EXPECT_EQ(b1.result.step, 7);
+    EXPECT_EQ(latest_checkpoint(first.out_dir), first.out_dir + "/checkpoint-7");
+    TrainRun b2 = train(first, dt, first.out_dir + "/checkpoint-5");
     ASSERT_EQ(a.losses.size(), 10u);
-    ASSERT_EQ(b1.losses.size() + b2.losses.size(), 10u);
-    std::vector<double> joined = b1.losses;
-    joined.insert(joined.end(), b2.losses.begin(), b2.losses.end());
-    for (size_t i = 0; i < 10; i++) EXPECT_EQ(joined[i], a.losses[i]) << "step " << i + 1;
+    ASSERT_EQ(b1.losses.size(), 7u);
+    ASSERT_EQ(b2.losses.size(), 5u);
+    for (size_t i = 0; i < 10; i++) EXPECT_EQ(i < 5 ? b1.losses[i] : b2.losses[i - 5], a.losses[i]) << "step " << i + 1;
+    EXPECT_EQ(b1.losses[5], b2.losses[0]);
     EXPECT_EQ(b2.result.val_loss, a.result.val_loss);
-    // The metrics log reads as one run.
     auto rows = metrics_rows(first.out_dir);
     ASSERT_EQ(rows.size(), 10u);
     for (size_t i = 0; i < 10; i++) EXPECT_EQ(rows[i]["step"].get<int64_t>(), int64_t(i + 1));
   }
 }
 
+// grad_weight = 1 / micro_batches: batch 8 in one micro-batch and batch 4 in two see the same windows (the loader
+// hands out consecutive windows of one order) and must make the same update.
+TEST(Trainer, MicroBatchesAccumulateLikeOneBigBatch) {
+  train_test::Scratch root_scratch("trainer_micro");
+  const std::string& root = root_scratch.path;
+  std::string data = train_test::make_dataset(root);
+  TrainConfig one = recipe(data, root + "/one", 4);
+  one.data.batch = 8;
+  one.data.micro_batches = 1;
+  TrainConfig two = recipe(data, root + "/two", 4);
+  two.data.batch = 4;
+  two.data.micro_batches = 2;
+  TrainRun a = train(one, DType::f32), b = train(two, DType::f32);
+  for (size_t i = 0; i < 4; i++) EXPECT_NEAR(a.losses[i], b.losses[i], 1e-5) << "step " << i + 1;
+}
+
+TEST(Trainer, ProgressLineFormat) {
+  train_test::Scratch root_scratch("trainer_log");
+  const std::string& root = root_scratch.path;
+  std::string data = train_test::make_dataset(root);
+  TrainConfig c = recipe(data, root + "/run", 10);
+  FakeBigram model(train_test::kLetterVocab, DType::f32, 99);
+  Trainer t(c, model);
+  ::testing::internal::CaptureStdout();
+  t.run();
+  std::string out = ::testing::internal::GetCapturedStdout();
+  std::regex line(R"(step 5/10 \| loss [0-9.]+ \| lr [0-9.]+e-[0-9]+ \| [0-9.]+[kMG]? tok/s \| ETA [0-9]+s\n)");
+  EXPECT_TRUE(std::regex_search(out, line)) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(step 8/10 .*\| val [0-9.]+\n)"))) << out;
+  EXPECT_NE(out.find("done: 10 steps"), std::string::npos) << out;
+}
+
 TEST(Trainer, ResumeRefusesAnotherDataOrder) {
-  std::string root = train_test::scratch_dir("trainer_resume_bad");
+  train_test::Scratch root_scratch("trainer_resume_bad");
+  const std::string& root = root_scratch.path;
   std::string data = train_test::make_dataset(root);
   TrainConfig c = recipe(data, root + "/run", 3);
   train(c, DType::f32);
@@ -145,7 +182,8 @@ TEST(Trainer, ResumeRefusesAnotherDataOrder) {
 }
 
 TEST(Trainer, SigintStopsAfterTheStepWithACheckpoint) {
-  std::string root = train_test::scratch_dir("trainer_sigint");
+  train_test::Scratch root_scratch("trainer_sigint");
+  const std::string& root = root_scratch.path;
   std::string data = train_test::make_dataset(root);
   TrainConfig c = recipe(data, root + "/run", 50);
   c.save_every = 0;
@@ -165,7 +203,8 @@ TEST(Trainer, SigintStopsAfterTheStepWithACheckpoint) {
 }
 
 TEST(Trainer, NonFiniteLossStopsNamingStepAndParameter) {
-  std::string root = train_test::scratch_dir("trainer_nan");
+  train_test::Scratch root_scratch("trainer_nan");
+  const std::string& root = root_scratch.path;
   std::string data = train_test::make_dataset(root);
   TrainConfig c = recipe(data, root + "/run", 20);
   FakeBigram model(train_test::kLetterVocab, DType::f32, 99);
@@ -185,7 +224,8 @@ TEST(Trainer, NonFiniteLossStopsNamingStepAndParameter) {
 }
 
 TEST(Trainer, CheckpointWriteFailureIsAnErrorAndKeepsThePreviousOne) {
-  std::string root = train_test::scratch_dir("trainer_diskfull");
+  train_test::Scratch root_scratch("trainer_diskfull");
+  const std::string& root = root_scratch.path;
   std::string data = train_test::make_dataset(root);
   TrainConfig c = recipe(data, root + "/run", 10);
   FakeBigram model(train_test::kLetterVocab, DType::f32, 99);
@@ -205,7 +245,8 @@ TEST(Trainer, CheckpointWriteFailureIsAnErrorAndKeepsThePreviousOne) {
 }
 
 TEST(Trainer, DatasetFromAnotherTokenizerIsRefused) {
-  std::string root = train_test::scratch_dir("trainer_vocab");
+  train_test::Scratch root_scratch("trainer_vocab");
+  const std::string& root = root_scratch.path;
   std::string data = train_test::make_dataset(root);
   TrainConfig c = recipe(data, root + "/run", 3);
   FakeBigram small(10, DType::f32, 1);
