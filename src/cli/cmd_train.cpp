@@ -21,11 +21,13 @@ int run_train(int argc, char** argv) {
   std::vector<std::string> sets;
   app.add_option("recipe", recipe, "run recipe (TOML), e.g. configs/quickstart.toml")->required()
       ->check(CLI::ExistingFile);
-  app.add_option("--set", sets, "override a recipe key, e.g. --set optim.lr=1e-3 (repeatable)")->take_all();
+  app.add_option("--set", sets, "override a recipe key, e.g. --set optim.lr=1e-3 (repeatable)")
+      ->expected(1)->take_all();
   app.add_option("--resume", resume, "continue from a checkpoint directory, or 'auto' for out_dir/latest");
   CLI11_PARSE(app, argc, argv);
 
   TrainConfig cfg = load_train_config(recipe, sets);
+  DatasetMeta meta = read_dataset_meta(cfg.data.dir);  // a missing dataset fails before a big model is built
   Device dev = parse_device(cfg.device);
   DType dtype = dtype_from_name(cfg.dtype);
   std::unique_ptr<CausalLM> model = cfg.model_init.empty()
@@ -37,7 +39,6 @@ int run_train(int argc, char** argv) {
   else if (resume == "auto") std::printf("no checkpoint in %s: starting afresh\n", cfg.out_dir.c_str());
 
   const ModelInfo& mi = model->info();
-  DatasetMeta meta = read_dataset_meta(cfg.data.dir);
   std::printf("model %s: %s parameters, %lld layers, width %lld | %s %s\n", mi.arch.c_str(),
               human_count(double(mi.n_params)).c_str(), (long long)mi.layers, (long long)mi.width,
               dev.name().c_str(), cfg.dtype.c_str());

@@ -55,10 +55,11 @@ void AdamW::step(const OptimConfig& o, double lr, double grad_scale) {
     a.weight_decay = p.decay ? float(o.weight_decay) : 0.f;
     a.step = step_;
     a.grad_scale = float(grad_scale);
-    Tensor out;  // undefined: no second output
-    if (separate_copy(p) && p.weight.dtype() != DType::f32 && p.weight.is_contiguous()) out = p.weight;
-    else all_written = false;
-    adamw_step(p.master, p.grad, m_[i], v_[i], a, out);
+    // The kernel works on flat (n) buffers: contiguous views of any parameter shape.
+    Tensor w = p.master.view({-1}), g = p.grad.view({-1}), m = m_[i].view({-1}), v = v_[i].view({-1}), out;
+    if (separate_copy(p) && p.weight.dtype() != DType::f32 && p.weight.is_contiguous()) out = p.weight.view({-1});
+    else all_written = false;  // out stays undefined: no second output
+    adamw_step(w, g, m, v, a, out);
   }
   // f32 training (weight is the master) or copies the kernel cannot write: the model refreshes what it derives
   // from the masters (a no-op for plain f32 parameters).

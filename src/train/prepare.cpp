@@ -134,6 +134,7 @@ PrepareStats prepare_dataset(const PrepareOptions& opt, const TokenizerRef& tok)
       pending_bytes += doc.size();
       pending.push_back(std::move(doc));
       if (pending_bytes >= (size_t(8) << 20)) encode_pending();
+      bar.update(bytes_now, tokens);
     });
     bytes_before += fs::file_size(f);
     bytes_now = bytes_before;
