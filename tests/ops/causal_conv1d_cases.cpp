@@ -101,7 +101,8 @@ std::vector<OpCase> cases() {
   // Odd D and L: tails that are not multiples of the 16-byte pack (8 bf16) or of the 128-thread block.
   const S shapes[] = {{1, 1, 1, 4, true, true},    {2, 3, 7, 4, true, true},      {2, 5, 100, 3, false, true},
                       {1, 4, 1000, 2, true, false}, {2, 7, 257, 4, true, true},    {1, 3, 2048, 4, false, false},
-                      {2, 6, 1031, 3, true, true},  {1, 2, 4096, 4, true, true}, {1, 2, 9, 2, false, false}, {2, 2, 11, 3, true, true}};
+                      {2, 6, 1031, 3, true, true},  {1, 2, 4096, 4, true, true},   {1, 2, 9, 2, false, false},
+                      {2, 2, 11, 3, true, true}};
   for (DType dt : {DType::f32, DType::bf16, DType::f16})
     for (const S& s : shapes) {
       OpCase c{"causal_conv1d", conv_id("causal_conv1d", dt, s)};
@@ -157,7 +158,8 @@ std::vector<OpCase> cases() {
         r.bytes = 2.0 * double(n) * dtype_size(dt);  // x in, out out
       } else {
         Tensor tg = make(rand_normal(n, ctx.seed, 4, 1.f, dt), xs, dt, ctx.device);
-        Tensor tdw = Tensor::zeros({s.D, s.W}, DType::f32, ctx.device), tdb = Tensor::zeros({s.D}, DType::f32, ctx.device);
+        Tensor tdw = Tensor::zeros({s.D, s.W}, DType::f32, ctx.device);
+        Tensor tdb = Tensor::zeros({s.D}, DType::f32, ctx.device);
         r.us = time_us(ctx, [&] { causal_conv1d_bwd(tg, tx, tw, tb, true, to, tdw, tdb); });
         r.bytes = 3.0 * double(n) * dtype_size(dt);  // x, dout in, dx out
       }

@@ -58,7 +58,8 @@ Ref reference(const S& s, const Inputs& in, const std::vector<float>& dA0, const
   r.dA = to_double(dA0);
   r.dD = to_double(dD0);
   r.ddelta_bias = to_double(ddb0);
-  selective_scan_bwd_ref(g.data(), u.data(), delta.data(), A.data(), Bm.data(), Cm.data(), s.dskip ? Dk.data() : nullptr,
+  selective_scan_bwd_ref(g.data(), u.data(), delta.data(), A.data(), Bm.data(), Cm.data(),
+                         s.dskip ? Dk.data() : nullptr,
                          s.z ? z.data() : nullptr, s.dbias ? db.data() : nullptr, s.softplus, r.du.data(),
                          r.ddelta.data(), r.dA.data(), r.dB.data(), r.dC.data(), r.dD.data(), r.dz.data(),
                          r.ddelta_bias.data(), dims);
@@ -198,7 +199,8 @@ std::vector<Check> prefill_decode_case(const Ctx& ctx, DType dt, const S& s) {
   const Shape xs{s.B, s.D, s.L}, bs{s.B, s.G, s.N, s.L};
   Tensor A = make(in.A, {s.D, s.N}, DType::f32, dev), Dk = make(in.D_skip, {s.D}, DType::f32, dev);
   Tensor db = make(in.delta_bias, {s.D}, DType::f32, dev);
-  Tensor out = Tensor::empty(xs, dt, dev), states = Tensor::empty({s.B, s.D, selective_scan_chunks(s.L), s.N}, DType::f32, dev);
+  Tensor out = Tensor::empty(xs, dt, dev);
+  Tensor states = Tensor::empty({s.B, s.D, selective_scan_chunks(s.L), s.N}, DType::f32, dev);
   selective_scan_fwd(make(cut(in.u, rx, -1), xs, dt, dev), make(cut(in.delta, rx, -1), xs, dt, dev), A,
                      make(cut(in.Bm, rb, -1), bs, dt, dev), make(cut(in.Cm, rb, -1), bs, dt, dev), Dk,
                      make(cut(in.z, rx, -1), xs, dt, dev), db, true, out, states);
@@ -266,7 +268,8 @@ std::vector<OpCase> cases() {
       const Device dev = ctx.device;
       const Inputs in = inputs(s, dt, ctx.seed);
       const Shape xs{s.B, s.D, s.L}, bs{s.B, s.G, s.N, s.L}, ds{s.D};
-      Tensor u = make(in.u, xs, dt, dev), delta = make(in.delta, xs, dt, dev), A = make(in.A, {s.D, s.N}, DType::f32, dev);
+      Tensor u = make(in.u, xs, dt, dev), delta = make(in.delta, xs, dt, dev);
+      Tensor A = make(in.A, {s.D, s.N}, DType::f32, dev);
       Tensor Bm = make(in.Bm, bs, dt, dev), Cm = make(in.Cm, bs, dt, dev), Dk = make(in.D_skip, ds, DType::f32, dev);
       Tensor z = make(in.z, xs, dt, dev), db = make(in.delta_bias, ds, DType::f32, dev);
       Tensor out = Tensor::empty(xs, dt, dev);
@@ -279,8 +282,10 @@ std::vector<OpCase> cases() {
         return r;
       }
       Tensor dout = make(in.dout, xs, dt, dev), du = Tensor::empty(xs, dt, dev), ddelta = Tensor::empty(xs, dt, dev);
-      Tensor dA = Tensor::zeros({s.D, s.N}, DType::f32, dev), dB = Tensor::empty(bs, dt, dev), dC = Tensor::empty(bs, dt, dev);
-      Tensor dD = Tensor::zeros(ds, DType::f32, dev), ddb = Tensor::zeros(ds, DType::f32, dev), dz = Tensor::empty(xs, dt, dev);
+      Tensor dA = Tensor::zeros({s.D, s.N}, DType::f32, dev);
+      Tensor dB = Tensor::empty(bs, dt, dev), dC = Tensor::empty(bs, dt, dev);
+      Tensor dD = Tensor::zeros(ds, DType::f32, dev), ddb = Tensor::zeros(ds, DType::f32, dev);
+      Tensor dz = Tensor::empty(xs, dt, dev);
       r.us = time_us(ctx, [&] {
         selective_scan_fwd(u, delta, A, Bm, Cm, Dk, z, db, true, out, states);
         selective_scan_bwd(dout, u, delta, A, Bm, Cm, Dk, z, db, true, states, du, ddelta, dA, dB, dC, dD, dz, ddb);
