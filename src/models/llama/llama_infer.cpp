@@ -58,10 +58,10 @@ void LlamaModel::step(InferState& st_base, const Tensor& ids_in, Tensor& logits)
   const float eps = float(cfg_.rms_norm_eps), scale = 1.f / std::sqrt(float(HD));
   auto E = [&](const Shape& s, DType dt) { return Tensor::empty(s, dt, device_); };
   Tensor ids = ids_in.contiguous().view({N}).to(device_);
-  std::vector<float> pv(size_t(N));
+  std::vector<float> pv(static_cast<size_t>(N));
   for (int64_t i = 0; i < N; i++) pv[size_t(i)] = float(start + i % T);
   Tensor pos = Tensor::from_floats(pv, {N}, DType::i32, device_);
-  std::vector<float> lv(size_t(B), float(start + T));
+  std::vector<float> lv(static_cast<size_t>(B), float(start + T));
   Tensor lens = Tensor::from_floats(lv, {B}, DType::i32, device_);
 
   Tensor h = E({N, C}, dtype_), n = E({N, C}, dtype_), rstd = E({N}, DType::f32), branch = E({N, C}, dtype_);
@@ -85,7 +85,10 @@ void LlamaModel::step(InferState& st_base, const Tensor& ids_in, Tensor& logits)
       st.v_cache[l].select(0, b).slice(0, start, start + T).copy_(v.select(0, b));
     }
     if (T > 1) attention_fwd(q, k, v, scale, att, lse);
-    else attention_decode(q.view({B, NH, HD}), st.k_cache[l], st.v_cache[l], lens, scale, att.view({B, NH, HD}));
+    else {
+      Tensor att_rows = att.view({B, NH, HD});
+      attention_decode(q.view({B, NH, HD}), st.k_cache[l], st.v_cache[l], lens, scale, att_rows);
+    }
     Tensor ao = branch;  // reuse: the attention output projection
     matmul_fwd(att2, ly.wo->weight, Tensor(), ao);
     add_rms_norm_fwd(ao, h, ly.post_norm->weight, eps, h, n, rstd);  // h += attention branch, n = norm(h)

@@ -46,7 +46,7 @@ void LlamaModel::build_params() {
   };
   params_.reserve(size_t(4 + 9 * L));
   add("model.embed_tokens.weight", {V, C}, true);
-  std::vector<Tensor> gate_up(size_t(L)), gate_up_master(size_t(L)), gate_up_grad(size_t(L));
+  std::vector<Tensor> gate_up(static_cast<size_t>(L)), gate_up_master(static_cast<size_t>(L)), gate_up_grad(static_cast<size_t>(L));
   for (int64_t l = 0; l < L; l++) {
     const std::string p = str("model.layers.", l, ".");
     add(p + "input_layernorm.weight", {C}, false);
@@ -104,7 +104,7 @@ std::unique_ptr<LlamaModel> LlamaModel::create(const LlamaConfig& cfg, Device de
   uint64_t salt = 0;
   for (auto& p : m->params_) {
     const bool is_norm = p.weight.dim() == 1;
-    std::vector<float> v(size_t(p.weight.numel()));
+    std::vector<float> v(static_cast<size_t>(p.weight.numel()));
     const uint64_t s = seed * 0x9E3779B97F4A7C15ull + (++salt);
     for (size_t k = 0; k < v.size(); k++) v[k] = is_norm ? 1.f : float(cfg.initializer_range) * rng_normal(s, k);
     Tensor src = Tensor::from_floats(v, p.weight.shape(), DType::f32, device);

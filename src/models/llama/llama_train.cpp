@@ -41,7 +41,7 @@ struct LlamaModel::Acts {
 };
 
 static Tensor positions(int64_t B, int64_t T, int64_t start, Device d) {
-  std::vector<float> p(size_t(B * T));
+  std::vector<float> p(static_cast<size_t>(B * T));
   for (int64_t b = 0; b < B; b++)
     for (int64_t t = 0; t < T; t++) p[size_t(b * T + t)] = float(start + t);
   return Tensor::from_floats(p, {B * T}, DType::i32, d);
@@ -120,7 +120,7 @@ static int64_t loss_weights(const Tensor& targets_host, float grad_weight, Tenso
   auto t = targets_host.to_floats();
   int64_t valid = 0;
   for (float x : t) valid += x >= 0;
-  std::vector<float> w(t.size());
+  std::vector<float> w(t.size(), 0.f);
   for (size_t i = 0; i < t.size(); i++) w[i] = t[i] >= 0 && valid ? grad_weight / float(valid) : 0.f;
   dloss = Tensor::from_floats(w, {int64_t(w.size())}, DType::f32, d);
   return valid;

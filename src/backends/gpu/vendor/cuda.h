@@ -9,6 +9,16 @@
 #define ANVIL_WARP_SIZE 32
 #define ANVIL_LAUNCH_BOUNDS(threads, min_blocks) __launch_bounds__(threads, min_blocks)
 
+// exp2 with subnormal inputs and results flushed to zero: one MUFU.EX2. exp2f (and __expf) under the default
+// -ftz=false wrap it in a compare and two predicated multiplies: 3 more issue slots per exponential, and the
+// selective scan computes D*N of them per token.
+__device__ __forceinline__ float anvil_exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+#define ANVIL_EXP2_FTZ(x) anvil_exp2_ftz(x)
+
 
 // Neutral spellings used by anvil's GPU sources; hip.h maps the same names onto HIP.
 #define gpuError_t cudaError_t

@@ -12,6 +12,9 @@
 // translate, or the compiler caps registers 4x too hard (a 2x256 request spilled 772 registers on gfx90a).
 #define ANVIL_LAUNCH_BOUNDS(threads, min_blocks) \
   __launch_bounds__(threads, ((min_blocks) * (threads) + 4 * ANVIL_WARP_SIZE - 1) / (4 * ANVIL_WARP_SIZE))
+// exp2 where subnormals may be flushed (cuda.h: one MUFU.EX2). HIP 5.x has no portable cheaper spelling than
+// exp2f, which lowers to v_exp_f32.
+#define ANVIL_EXP2_FTZ(x) exp2f(x)
 
 // Neutral spellings used by anvil's GPU sources (cuda.h maps the same names onto CUDA).
 #define gpuError_t hipError_t

@@ -1,0 +1,90 @@
+// selective_scan: Mamba-1's selective state-space scan, with mamba_ssm's selective_scan_fn semantics.
+//
+// For each batch b, channel d (in group g = d / (D/G)), state n, time t:
+//   dt[t]   = delta[b,d,t] + delta_bias[d];  dt = softplus(dt) if delta_softplus (log1p(exp(x)), x for x > 20)
+//   h[n]    = exp(dt[t] * A[d,n]) * h[n] + dt[t] * Bm[b,g,n,t] * u[b,d,t]          (h = 0 before t = 0)
+//   y[t]    = sum_n Cm[b,g,n,t] * h[n] + D_skip[d] * u[b,d,t]
+//   out     = z ? y * silu(z[b,d,t]) : y
+//
+// Shapes (channel-major, like causal_conv1d: each channel's sequence contiguous):
+//   u, delta, z, out, du, ddelta, dz, dout: (B, D, L);  A, dA: (D, N);  Bm, Cm, dB, dC: (B, G, N, L), G | D;
+//   D_skip, dD, delta_bias, ddelta_bias: (D);  states: (B, D, selective_scan_chunks(L), N);  1 <= N <= 256.
+// Dtypes:  u, delta, Bm, Cm, z, out and every gradient of them in one of f32/bf16/f16 (the same);
+//          A, D_skip, delta_bias, states, dA, dD, ddelta_bias in f32. A is real (Mamba-1).
+// Optional inputs (D_skip, z, delta_bias) are undefined tensors (Tensor()) when absent; their gradients must
+//   then be undefined too, and may be undefined when present (no gradient wanted).
+// Numerics: fp32 state and accumulation, each output rounded once into its dtype.
+//
+// Chunks and saved states: time is cut into chunks of kSelectiveScanChunk (512) steps. The forward writes
+//   states[b,d,c,:] = h after the last step of chunk c (so states[..., last, :] is the final state that
+//   generation continues from). The backward recomputes the forward inside each chunk from the state of the
+//   chunk before, so nothing of size L*N is ever stored.
+// Gradients: du, ddelta, dB, dC, dz are overwritten; dA, dD, ddelta_bias are accumulated into (+=).
+//   dz is written only when z is given (then it is required); it needs y, which the backward recomputes.
+//
+// Decode (one token per sequence): state (B, D, N) f32 updated in place;  x, dt, z, out: (B, D) one dtype;
+//   Bm, Cm: (B, G, N) in x's dtype;  A (D, N), D_skip (D), dt_bias (D) f32 — the same recurrence for one t.
+#pragma once
+#include "core/tensor.h"
+
+namespace anvil {
+
+constexpr int64_t kSelectiveScanChunk = 512;
+constexpr int64_t kSelectiveScanMaxN = 256;
+inline int64_t selective_scan_chunks(int64_t L) { return (L + kSelectiveScanChunk - 1) / kSelectiveScanChunk; }
+
+void selective_scan_fwd(const Tensor& u, const Tensor& delta, const Tensor& A, const Tensor& Bm, const Tensor& Cm,
+                        const Tensor& D_skip, const Tensor& z, const Tensor& delta_bias, bool delta_softplus,
+                        Tensor& out, Tensor& states);
+void selective_scan_bwd(const Tensor& dout, const Tensor& u, const Tensor& delta, const Tensor& A, const Tensor& Bm,
+                        const Tensor& Cm, const Tensor& D_skip, const Tensor& z, const Tensor& delta_bias,
+                        bool delta_softplus, const Tensor& states, Tensor& du, Tensor& ddelta, Tensor& dA,
+                        Tensor& dB, Tensor& dC, Tensor& dD, Tensor& dz, Tensor& ddelta_bias);
+void selective_state_update(Tensor& state, const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor& Bm,
+                            const Tensor& Cm, const Tensor& D_skip, const Tensor& z, const Tensor& dt_bias,
+                            bool dt_softplus, Tensor& out);
+
+// Sizes of one call, shared by the reference and the backends.
+struct ScanDims {
+  int64_t B, D, L, N, G;
+};
+
+// The fp64 reference (the spec). Optional inputs are nullptr when absent; so are the gradients not wanted.
+// states may be nullptr. The backward recomputes everything from the inputs (it is the spec, not fast).
+void selective_scan_fwd_ref(const double* u, const double* delta, const double* A, const double* Bm,
+                            const double* Cm, const double* D_skip, const double* z, const double* delta_bias,
+                            bool delta_softplus, double* out, double* states, ScanDims s);
+void selective_scan_bwd_ref(const double* dout, const double* u, const double* delta, const double* A,
+                            const double* Bm, const double* Cm, const double* D_skip, const double* z,
+                            const double* delta_bias, bool delta_softplus, double* du, double* ddelta, double* dA,
+                            double* dB, double* dC, double* dD, double* dz, double* ddelta_bias, ScanDims s);
+// One decode step; s.L is ignored. state (B, D, N) in place; x, dt, z, out (B, D); Bm, Cm (B, G, N).
+void selective_state_update_ref(double* state, const double* x, const double* dt, const double* A, const double* Bm,
+                                const double* Cm, const double* D_skip, const double* z, const double* dt_bias,
+                                bool dt_softplus, double* out, ScanDims s);
+
+// Backend implementations (arguments already checked; undefined tensors mean absent).
+void selective_scan_fwd_cpu(const Tensor& u, const Tensor& delta, const Tensor& A, const Tensor& Bm,
+                            const Tensor& Cm, const Tensor& D_skip, const Tensor& z, const Tensor& delta_bias,
+                            bool delta_softplus, Tensor& out, Tensor& states);
+void selective_scan_bwd_cpu(const Tensor& dout, const Tensor& u, const Tensor& delta, const Tensor& A,
+                            const Tensor& Bm, const Tensor& Cm, const Tensor& D_skip, const Tensor& z,
+                            const Tensor& delta_bias, bool delta_softplus, const Tensor& states, Tensor& du,
+                            Tensor& ddelta, Tensor& dA, Tensor& dB, Tensor& dC, Tensor& dD, Tensor& dz,
+                            Tensor& ddelta_bias);
+void selective_state_update_cpu(Tensor& state, const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor& Bm,
+                                const Tensor& Cm, const Tensor& D_skip, const Tensor& z, const Tensor& dt_bias,
+                                bool dt_softplus, Tensor& out);
+void selective_scan_fwd_gpu(const Tensor& u, const Tensor& delta, const Tensor& A, const Tensor& Bm,
+                            const Tensor& Cm, const Tensor& D_skip, const Tensor& z, const Tensor& delta_bias,
+                            bool delta_softplus, Tensor& out, Tensor& states);
+void selective_scan_bwd_gpu(const Tensor& dout, const Tensor& u, const Tensor& delta, const Tensor& A,
+                            const Tensor& Bm, const Tensor& Cm, const Tensor& D_skip, const Tensor& z,
+                            const Tensor& delta_bias, bool delta_softplus, const Tensor& states, Tensor& du,
+                            Tensor& ddelta, Tensor& dA, Tensor& dB, Tensor& dC, Tensor& dD, Tensor& dz,
+                            Tensor& ddelta_bias);
+void selective_state_update_gpu(Tensor& state, const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor& Bm,
+                                const Tensor& Cm, const Tensor& D_skip, const Tensor& z, const Tensor& dt_bias,
+                                bool dt_softplus, Tensor& out);
+
+}  // namespace anvil

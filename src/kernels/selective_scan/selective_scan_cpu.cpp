@@ -1,0 +1,212 @@
+// CPU selective scan: channels in parallel (OpenMP), fp32 state and accumulation. The forward walks each
+// channel once; the backward keeps that channel's L*N states in a per-thread buffer (L=2048, N=16: 128 KB)
+// instead of recomputing from the saved chunk states (the GPU does that; the CPU has the memory).
+// The backward parallelises over d, so dA, dD, ddelta_bias rows belong to one thread; dB and dC, summed over
+// the channels of a group, go through per-thread buffers added up at the end.
+#include <cmath>
+#include <vector>
+
+#include "core/dispatch.h"
+#include "kernels/selective_scan/selective_scan.h"
+
+namespace anvil {
+namespace {
+
+inline float sigmoidf(float v) { return 1.f / (1.f + std::exp(-v)); }
+inline float softplusf(float v) { return v > 20.f ? v : std::log1p(std::exp(v)); }
+
+template <class T>
+const T* opt(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
+template <class T>
+T* opt_mut(Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
+
+template <class T>
+struct Args {
+  const T *u, *delta, *Bm, *Cm, *z;
+  const float *A, *D_skip, *delta_bias;
+  bool softplus;
+  ScanDims s;
+};
+
+template <class T>
+void fwd(const Args<T>& a, T* out, float* states) {
+  const ScanDims s = a.s;
+  const int64_t L = s.L, N = s.N, per_group = s.D / s.G, nc = selective_scan_chunks(L);
+#pragma omp parallel
+  {
+    std::vector<float> h(static_cast<size_t>(N));
+#pragma omp for
+    for (int64_t row = 0; row < s.B * s.D; row++) {
+      const int64_t b = row / s.D, d = row % s.D, g = d / per_group, base = row * L;
+      const T* Bg = a.Bm + (b * s.G + g) * N * L;
+      const T* Cg = a.Cm + (b * s.G + g) * N * L;
+      std::fill(h.begin(), h.end(), 0.f);
+      for (int64_t t = 0; t < L; t++) {
+        float dt = to_f32(a.delta[base + t]) + (a.delta_bias ? a.delta_bias[d] : 0.f);
+        if (a.softplus) dt = softplusf(dt);
+        const float uu = to_f32(a.u[base + t]), du = dt * uu;
+        float y = a.D_skip ? a.D_skip[d] * uu : 0.f;
+        for (int64_t n = 0; n < N; n++) {
+          h[n] = std::exp(dt * a.A[d * N + n]) * h[n] + du * to_f32(Bg[n * L + t]);
+          y += to_f32(Cg[n * L + t]) * h[n];
+        }
+        if (a.z) {
+          const float zz = to_f32(a.z[base + t]);
+          y *= zz * sigmoidf(zz);
+        }
+        out[base + t] = from_f32<T>(y);
+        if ((t + 1) % kSelectiveScanChunk == 0 || t + 1 == L)
+          for (int64_t n = 0; n < N; n++) states[(row * nc + t / kSelectiveScanChunk) * N + n] = h[n];
+      }
+    }
+  }
+}
+
+template <class T>
+struct Grads {
+  T *du, *ddelta, *dB, *dC, *dz;
+  float *dA, *dD, *ddelta_bias;
+};
+
+template <class T>
+void bwd(const Args<T>& a, const T* dout, const Grads<T>& gr) {
+  const ScanDims s = a.s;
+  const int64_t L = s.L, N = s.N, per_group = s.D / s.G, nBC = s.B * s.G * N * L;
+  std::vector<float> dB_tot(static_cast<size_t>(nBC), 0.f), dC_tot(static_cast<size_t>(nBC), 0.f);
+#pragma omp parallel
+  {
+    std::vector<float> h(static_cast<size_t>(L * N)), q(static_cast<size_t>(N)), dt(static_cast<size_t>(L)),
+        sg(static_cast<size_t>(L)), dy(static_cast<size_t>(L));
+    std::vector<float> dBl(static_cast<size_t>(nBC), 0.f), dCl(static_cast<size_t>(nBC), 0.f);
+#pragma omp for
+    for (int64_t d = 0; d < s.D; d++) {
+      const int64_t g = d / per_group;
+      for (int64_t b = 0; b < s.B; b++) {
+        const int64_t base = (b * s.D + d) * L, bc = (b * s.G + g) * N * L;
+        const T* Bg = a.Bm + bc;
+        const T* Cg = a.Cm + bc;
+        for (int64_t t = 0; t < L; t++) {
+          const float raw = to_f32(a.delta[base + t]) + (a.delta_bias ? a.delta_bias[d] : 0.f);
+          dt[t] = a.softplus ? softplusf(raw) : raw;
+          sg[t] = a.softplus ? (raw > 20.f ? 1.f : sigmoidf(raw)) : 1.f;  // d dt / d delta
+          const float uu = to_f32(a.u[base + t]);
+          float y = a.D_skip ? a.D_skip[d] * uu : 0.f;
+          for (int64_t n = 0; n < N; n++) {
+            const float prev = t > 0 ? h[(t - 1) * N + n] : 0.f;
+            h[t * N + n] = std::exp(dt[t] * a.A[d * N + n]) * prev + dt[t] * uu * to_f32(Bg[n * L + t]);
+            y += to_f32(Cg[n * L + t]) * h[t * N + n];
+          }
+          const float go = to_f32(dout[base + t]);
+          dy[t] = go;
+          if (a.z) {
+            const float zz = to_f32(a.z[base + t]), sz = sigmoidf(zz);
+            gr.dz[base + t] = from_f32<T>(go * y * sz * (1.f + zz * (1.f - sz)));
+            dy[t] = go * zz * sz;
+          }
+        }
+        std::fill(q.begin(), q.end(), 0.f);
+        float dD_acc = 0.f, ddb_acc = 0.f;
+        for (int64_t t = L - 1; t >= 0; t--) {
+          const float uu = to_f32(a.u[base + t]);
+          float ddt = 0.f, gB = 0.f;
+          for (int64_t n = 0; n < N; n++) {
+            const float An = a.A[d * N + n], av = std::exp(dt[t] * An);
+            const float prev = t > 0 ? h[(t - 1) * N + n] : 0.f, Bv = to_f32(Bg[n * L + t]);
+            const float Gt = dy[t] * to_f32(Cg[n * L + t]) + q[n];
+            dCl[bc + n * L + t] += dy[t] * h[t * N + n];
+            dBl[bc + n * L + t] += Gt * dt[t] * uu;
+            gB += Gt * Bv;
+            const float w = Gt * prev * av;
+            ddt += An * w;
+            gr.dA[d * N + n] += w * dt[t];
+            q[n] = Gt * av;
+          }
+          ddt += gB * uu;
+          gr.du[base + t] = from_f32<T>(gB * dt[t] + (a.D_skip ? dy[t] * a.D_skip[d] : 0.f));
+          const float dd = ddt * sg[t];
+          gr.ddelta[base + t] = from_f32<T>(dd);
+          dD_acc += dy[t] * uu;
+          ddb_acc += dd;
+        }
+        if (gr.dD) gr.dD[d] += dD_acc;
+        if (gr.ddelta_bias) gr.ddelta_bias[d] += ddb_acc;
+      }
+    }
+#pragma omp critical
+    for (int64_t i = 0; i < nBC; i++) {
+      dB_tot[i] += dBl[i];
+      dC_tot[i] += dCl[i];
+    }
+  }
+  for (int64_t i = 0; i < nBC; i++) {
+    gr.dB[i] = from_f32<T>(dB_tot[i]);
+    gr.dC[i] = from_f32<T>(dC_tot[i]);
+  }
+}
+
+template <class T>
+Args<T> args(const Tensor& u, const Tensor& delta, const Tensor& A, const Tensor& Bm, const Tensor& Cm,
+             const Tensor& D_skip, const Tensor& z, const Tensor& delta_bias, bool softplus) {
+  return {u.data<T>(), delta.data<T>(), Bm.data<T>(), Cm.data<T>(), opt<T>(z), A.data<float>(),
+          opt<float>(D_skip), opt<float>(delta_bias), softplus,
+          ScanDims{u.size(0), u.size(1), u.size(2), A.size(1), Bm.size(1)}};
+}
+
+}  // namespace
+
+void selective_scan_fwd_cpu(const Tensor& u, const Tensor& delta, const Tensor& A, const Tensor& Bm,
+                            const Tensor& Cm, const Tensor& D_skip, const Tensor& z, const Tensor& delta_bias,
+                            bool delta_softplus, Tensor& out, Tensor& states) {
+  ANVIL_DISPATCH_FLOAT(u.dtype(), T,
+                       fwd<T>(args<T>(u, delta, A, Bm, Cm, D_skip, z, delta_bias, delta_softplus), out.data<T>(),
+                              states.data<float>()));
+}
+
+void selective_scan_bwd_cpu(const Tensor& dout, const Tensor& u, const Tensor& delta, const Tensor& A,
+                            const Tensor& Bm, const Tensor& Cm, const Tensor& D_skip, const Tensor& z,
+                            const Tensor& delta_bias, bool delta_softplus, const Tensor& states, Tensor& du,
+                            Tensor& ddelta, Tensor& dA, Tensor& dB, Tensor& dC, Tensor& dD, Tensor& dz,
+                            Tensor& ddelta_bias) {
+  (void)states;  // the CPU keeps every state of a channel instead (see the top of this file)
+  ANVIL_DISPATCH_FLOAT(u.dtype(), T, {
+    Grads<T> g{du.data<T>(),       ddelta.data<T>(),  dB.data<T>(),         dC.data<T>(), opt_mut<T>(dz),
+               dA.data<float>(), opt_mut<float>(dD), opt_mut<float>(ddelta_bias)};
+    bwd<T>(args<T>(u, delta, A, Bm, Cm, D_skip, z, delta_bias, delta_softplus), dout.data<T>(), g);
+  });
+}
+
+template <class T>
+static void state_update(float* state, const T* x, const T* dtp, const float* A, const T* Bm, const T* Cm,
+                         const float* D_skip, const T* z, const float* dt_bias, bool sp, T* out, ScanDims s) {
+  const int64_t N = s.N, per_group = s.D / s.G;
+#pragma omp parallel for
+  for (int64_t i = 0; i < s.B * s.D; i++) {
+    const int64_t b = i / s.D, d = i % s.D, g = d / per_group;
+    float step = to_f32(dtp[i]) + (dt_bias ? dt_bias[d] : 0.f);
+    if (sp) step = softplusf(step);
+    const float xx = to_f32(x[i]);
+    float y = D_skip ? D_skip[d] * xx : 0.f;
+    for (int64_t n = 0; n < N; n++) {
+      float& h = state[i * N + n];
+      h = std::exp(step * A[d * N + n]) * h + step * to_f32(Bm[(b * s.G + g) * N + n]) * xx;
+      y += to_f32(Cm[(b * s.G + g) * N + n]) * h;
+    }
+    if (z) {
+      const float zz = to_f32(z[i]);
+      y *= zz * sigmoidf(zz);
+    }
+    out[i] = from_f32<T>(y);
+  }
+}
+
+void selective_state_update_cpu(Tensor& state, const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor& Bm,
+                                const Tensor& Cm, const Tensor& D_skip, const Tensor& z, const Tensor& dt_bias,
+                                bool dt_softplus, Tensor& out) {
+  const ScanDims s{x.size(0), x.size(1), 1, A.size(1), Bm.size(1)};
+  ANVIL_DISPATCH_FLOAT(x.dtype(), T,
+                       state_update<T>(state.data<float>(), x.data<T>(), dt.data<T>(), A.data<float>(),
+                                       Bm.data<T>(), Cm.data<T>(), opt<float>(D_skip), opt<T>(z),
+                                       opt<float>(dt_bias), dt_softplus, out.data<T>(), s));
+}
+
+}  // namespace anvil
