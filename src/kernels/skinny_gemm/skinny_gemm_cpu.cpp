@@ -54,7 +54,7 @@ void skinny_gemm_cpu(const Tensor& x, const Tensor& x_scale, const Tensor& w, co
   const bool per_channel = ws && w_scale.numel() == N && N > 1;
 #pragma omp parallel
   {
-    std::vector<float> row(size_t(K));
+    std::vector<float> row(static_cast<size_t>(K));
 #pragma omp for
     for (int64_t n = 0; n < N; n++) {
       decode_row(w, lut.data(), n, K, row.data());
