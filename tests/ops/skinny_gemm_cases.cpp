@@ -115,6 +115,15 @@ std::vector<OpCase> cases() {
         c.test = [=](const Ctx& ctx) { return run_sg(ctx, s); };
         out.push_back(c);
       }
+  // K longer than one staged x chunk (3072 k at 4 rows, 1536 at 8) without a K split on a 132-SM GPU: the
+  // kernel restages x inside one block.
+  for (DType w : {DType::bf16, DType::f16, DType::e4m3fn, DType::e4m3fnuz})
+    for (int64_t M : {4, 7}) {
+      SG s{M, 3200, 3520, DType::bf16, w, DType::bf16, dtype_is_fp8(w) ? Scale::per_channel : Scale::none};
+      OpCase c{"skinny_gemm", sg_id(s)};
+      c.test = [=](const Ctx& ctx) { return run_sg(ctx, s); };
+      out.push_back(c);
+    }
   out.push_back(error_case());
 
   // Perf: Llama-3.1-8B decode projections, bf16 activations and outputs; bytes = weights + x + y (the weight

@@ -4,17 +4,18 @@
 //
 // Work split. A block is kThreads threads = kWarps warps; each warp owns NC consecutive output columns (weight
 // rows) and its lanes stride over K in 16-byte packs (8 bf16/f16 or 16 fp8 weights), so one warp-wide load reads
-// kWarp * 16 contiguous bytes of one row. Per step a lane loads U packs of each of its NC rows, and the next
-// step's U*NC loads are issued before this step's FMAs (register double buffer): 2*U*NC*16 bytes in flight per
-// lane, 8 KB per warp of 32 on NVIDIA.
+// kWarp * 16 contiguous bytes of one row. Per step a lane loads U packs of each of its NC rows (U*NC = 4), and
+// the next step's loads are issued before this step's FMAs (register double buffer, except at MB=8): up to 128
+// bytes in flight per lane, 4 KB per warp of 32, 64 KB per SM at 2 blocks.
 // x. Staged in shared memory as f32, (MB, kc) per chunk of kc k-values, converted once (so the inner loop is the
 // same for f32/bf16/f16 activations), zero-filled for rows M..MB and beyond K. Chunks of kc <= 12288 / MB keep it
 // within 48 KB (no opt-in on NVIDIA, within the 64 KB LDS on AMD); a block walks its K range chunk by chunk, and
 // the first W loads of a chunk are in flight while it stages x. Reading x from L1/L2 instead would cost M 16-byte
 // loads per weight pack with no reuse across a warp's columns, and the weight stream evicts it from L1.
-// Split-K. When the column blocks alone leave SMs idle (fewer blocks than SMs, e.g. N = 4096 at 32 columns per
-// block = 128 blocks on 132 SMs), grid.y splits K; the partial sums go to an f32 scratch (S, M, N) and a second
-// kernel adds them in a fixed order: deterministic, no atomics, no zeroing.
+// Split-K. When the column blocks alone cannot keep enough weight bytes in flight (small N: e.g. N = 1024 at
+// 32 columns per block is 32 blocks for 132 SMs), grid.y splits K; the partial sums go to an f32 scratch (S, M, N)
+// and a second kernel adds them in a fixed order: deterministic, no atomics, no zeroing. The Llama-8B shapes
+// (N >= 4096) need no split on an H200 at M = 1, 4, 16, so they run as one kernel.
 // Reduction across the warp: the MB*NC per-lane sums are reduce-scattered (each butterfly step sends half of the
 // remaining values), MB*NC - 1 shuffles instead of MB*NC*log2(kWarp).
 #include <algorithm>
@@ -41,15 +42,16 @@ constexpr bool is_fp8 = WT::kBytes == 1;
 
 // Per MB (rows rounded up to 1, 4, 8, 16): NC columns per warp, U packs per column per step, whether the next
 // step's loads are issued before this step's FMAs (DB: a second register buffer), and the blocks per SM the
-// registers are capped for (2: 128 registers per thread on sm_90). NC*U = 4 loads per buffer. More columns per
-// warp at larger M reuse each shared-memory x read for more FMAs (MB=16, NC=4: one 16-byte read per 16 FMAs).
-// MB=8 drops the second buffer to fit 128 registers (with it sm_90 spilled 28-84 bytes) and relies on 16 warps
-// per SM; MB=16 needs ~150 registers for 64 accumulators and both buffers (capped at 128 it spilled 60-280 bytes),
-// so it runs one block per SM with both buffers: 8 warps x 8 KB in flight.
+// registers are capped for (2: 128 registers per thread on sm_90). NC*U = 4 loads per buffer. Each 16-byte
+// shared read of x feeds 4*NC FMAs, so from MB=4 up NC=4: with f32 x that is 8 (fp8 w) or 4 (bf16 w) bytes of
+// shared memory per weight byte at MB=4, half of sm_90's 128 B/clk when HBM delivers its ~16 B/clk per SM.
+// MB=8 and MB=16 (32 and 64 accumulators) do not fit 128 registers with both buffers (sm_90 spilled 24-280
+// bytes; MB=8 without the second buffer still spilled 8-24 bytes with fp8), so they run one block per SM, both
+// buffers, up to 255 registers: 8 warps x 4 KB in flight per SM, and at MB >= 8 the FMAs bound the time anyway.
 template <int MB> struct Cfg;
 template <> struct Cfg<1> { static constexpr int NC = 2, U = 2, kMinBlocks = 2; static constexpr bool DB = true; };
-template <> struct Cfg<4> { static constexpr int NC = 2, U = 2, kMinBlocks = 2; static constexpr bool DB = true; };
-template <> struct Cfg<8> { static constexpr int NC = 4, U = 1, kMinBlocks = 2; static constexpr bool DB = false; };
+template <> struct Cfg<4> { static constexpr int NC = 4, U = 1, kMinBlocks = 2; static constexpr bool DB = true; };
+template <> struct Cfg<8> { static constexpr int NC = 4, U = 1, kMinBlocks = 1; static constexpr bool DB = true; };
 template <> struct Cfg<16> { static constexpr int NC = 4, U = 1, kMinBlocks = 1; static constexpr bool DB = true; };
 
 struct Params {
@@ -117,19 +119,26 @@ __device__ __forceinline__ void load_pack(const uint8_t* p, int nbytes, uint32_t
   }
 }
 
+// The NC weight rows of a warp: row c starts at w0 + c * row_bytes; rows at or past `ncols` are not read.
+// (One base pointer, not NC: 6 fewer registers, which removed small spills at MB=4/8 with fp8 on sm_90.)
+struct Rows {
+  const uint8_t* w0;
+  int64_t row_bytes;
+  int ncols;
+};
+
 // Step s of this warp: U packs of each of its NC rows. Pack u of a lane starts at k = kb + s*STEP + (u*kWarp +
 // lane)*E; packs at or past ke (and rows past N) read as zero.
 template <class WT, int U, int NC, bool VEC>
-__device__ __forceinline__ void load_step(const uint8_t* const (&wrow)[NC], int kb, int ke, int s, int lane,
-                                          uint32_t (&r)[U][NC][4]) {
+__device__ __forceinline__ void load_step(const Rows& w, int kb, int ke, int s, int lane, uint32_t (&r)[U][NC][4]) {
   constexpr int E = 16 / WT::kBytes, STEP = kWarp * E * U;
 #pragma unroll
   for (int u = 0; u < U; u++) {
     const int k = kb + s * STEP + (u * kWarp + lane) * E;
 #pragma unroll
     for (int c = 0; c < NC; c++) {
-      if (wrow[c] && k < ke) {
-        load_pack<VEC>(wrow[c] + int64_t(k) * WT::kBytes, (ke - k) * WT::kBytes, r[u][c]);
+      if (c < w.ncols && k < ke) {
+        load_pack<VEC>(w.w0 + c * w.row_bytes + int64_t(k) * WT::kBytes, (ke - k) * WT::kBytes, r[u][c]);
       } else {
 #pragma unroll
         for (int i = 0; i < 4; i++) r[u][c][i] = 0;
@@ -141,12 +150,13 @@ __device__ __forceinline__ void load_step(const uint8_t* const (&wrow)[NC], int 
 // x rows [0, MB) x k in [k0, k0 + len) -> xs (MB, kc) f32, zero past row M and past len (to the end of the last
 // segment of kWarp packs, as far as the compute loop reads). Swizzled: quad q of pack p (k = p*E + 4q .. +3) sits
 // at float index (p / kWarp)*SEG + (q*kWarp + p % kWarp)*4, so a warp's float4 reads of one quad are consecutive
-// (conflict-free). Four quads per thread in flight (unroll 4): a chunk is staged in ~4 L2 round trips.
+// (conflict-free). Two quads per thread in flight (unroll 2; 4 cost registers the weight buffers need): a full
+// chunk (MB*kc <= 12288 floats, 12 quads per thread) is staged in ~6 L2 round trips.
 template <int E, int MB, class TX>
 __device__ __forceinline__ void stage_x(const TX* __restrict__ x, int M, int K, int k0, int len, int kc, float* xs) {
   constexpr int SEG = kWarp * E;
   const int nq = (len + SEG - 1) / SEG * SEG / 4;  // quads per row
-#pragma unroll 4
+#pragma unroll 2
   for (int i = int(threadIdx.x); i < MB * nq; i += kThreads) {
     const int m = i / nq, k = (i - m * nq) * 4;
     float v[4];
@@ -209,10 +219,8 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, Cfg<MB>::kMinBlocks) skinny_kernel
   const int kb = int(blockIdx.y) * p.k_split, ke = min(p.K, kb + p.k_split);
   const int nsteps = (ke - kb + STEP - 1) / STEP, spc = p.kc / STEP;  // steps, steps per staged chunk
 
-  const uint8_t* wrow[NC];
-#pragma unroll
-  for (int c = 0; c < NC; c++)
-    wrow[c] = n0 + c < p.N ? static_cast<const uint8_t*>(p.w) + int64_t(n0 + c) * p.K * WT::kBytes : nullptr;
+  const int64_t row_bytes = int64_t(p.K) * WT::kBytes;
+  const Rows wrow{static_cast<const uint8_t*>(p.w) + n0 * row_bytes, row_bytes, p.N - n0};
 
   float acc[MB][NC];
 #pragma unroll
@@ -304,10 +312,14 @@ void launch(Params p, Device dev) {
   static_assert(MB * STEP * 4 <= 65536 && (kWarp > 32 || MB * STEP * 4 <= 49152), "x chunk exceeds shared memory");
   const int cus = gpu::device_info(gpu::current_device()).compute_units;
   const int gx = gpu::ceil_div(p.N, kWarps * NC);
-  // Split K when the column blocks leave SMs idle: about 2 blocks per SM, at least 2 steps per split.
-  // Both constants pending measurement.
-  int S = 1;
-  if (gx < cus) S = std::max(1, std::min(gpu::ceil_div(2 * cus, gx), p.K / (2 * STEP)));
+  // Split K when the column blocks alone cannot keep kInFlightPerCU bytes of weight loads in flight per SM (the
+  // bandwidth-latency product, ~4.2 TB/s x ~0.6 us / 132 SMs ~ 20 KB); at least 2 steps per split.
+  // Pending measurement: the constant and whether idle SMs, rather than bytes in flight, should decide.
+  constexpr int64_t kInFlightPerCU = 24 << 10;
+  constexpr int64_t kWarpBytes = (Cfg<MB>::DB ? 2 : 1) * U * NC * 16 * kWarp;
+  const int64_t in_flight = int64_t(gx) * kWarps * kWarpBytes;
+  int S = int(std::min<int64_t>((kInFlightPerCU * cus + in_flight - 1) / in_flight, std::max(1, p.K / (2 * STEP))));
+  S = std::max(S, 1);
   p.k_split = std::max(STEP, gpu::ceil_div(gpu::ceil_div(p.K, S), STEP) * STEP);
   S = std::max(1, gpu::ceil_div(p.K, p.k_split));
   p.kc = std::min(std::max(STEP, kSmemFloats / MB / STEP * STEP), p.k_split);

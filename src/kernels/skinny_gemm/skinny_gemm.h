@@ -10,7 +10,7 @@
 //          Deterministic: split-K partial sums (when the GPU splits K, see docs/decode_kernels.md) are added by a
 //          second kernel in a fixed order, never by atomics.
 // Fusion:  by stacking, not by a multi-output kernel. Projections that read the same x are one weight whose rows
-//          are the concatenated outputs: q, k, v -> w (NH*HD + 2*NKV*HD, C); gate, up -> w (2*D, C). One launch
+//          are the concatenated outputs: q, k, v -> w (NH*HD + 2*NKV*HD, C); gate, up -> w (2*H, C). One launch
 //          streams all of them; the caller slices y's columns. Per-channel FP8 scales stack the same way.
 // Backends: CPU loops (OpenMP over n, f32 accumulation); GPU: a warp-per-columns streaming kernel (skinny_gemm.cu).
 //          matmul / matmul_fwd / matmul_fp8 route M <= kSkinnyMaxRows products here on the GPU (matmul.cu).
