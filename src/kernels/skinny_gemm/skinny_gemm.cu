@@ -5,8 +5,8 @@
 // Work split. A block is kThreads threads = kWarps warps; each warp owns NC consecutive output columns (weight
 // rows) and its lanes stride over K in 16-byte packs (8 bf16/f16 or 16 fp8 weights), so one warp-wide load reads
 // kWarp * 16 contiguous bytes of one row. Per step a lane loads U packs of each of its NC rows (U*NC = 4), and
-// the next step's loads are issued before this step's FMAs (register double buffer, except at MB=8): up to 128
-// bytes in flight per lane, 4 KB per warp of 32, 64 KB per SM at 2 blocks.
+// the next step's loads are issued before this step's FMAs (register double buffer): 128 bytes in flight per
+// lane, 4 KB per warp of 32, 32-64 KB per SM at 1-2 blocks.
 // x. Staged in shared memory as f32, (MB, kc) per chunk of kc k-values, converted once (so the inner loop is the
 // same for f32/bf16/f16 activations), zero-filled for rows M..MB and beyond K. Chunks of kc <= 12288 / MB keep it
 // within 48 KB (no opt-in on NVIDIA, within the 64 KB LDS on AMD); a block walks its K range chunk by chunk, and
