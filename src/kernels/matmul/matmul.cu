@@ -1,6 +1,8 @@
-// GPU matmul dispatch: the vendor library (cuBLASLt on NVIDIA) where it supports the case, else the portable
-// tiled kernel (matmul_tiled.cu; all of AMD). ANVIL_GEMM=tiled forces the tiled kernel, so one GPU test run can
-// check both paths. Also the linear layer's two small kernels: bias broadcast and the bias gradient.
+// GPU matmul dispatch: the skinny kernel (kernels/skinny_gemm) for products with few rows, the vendor library
+// (cuBLASLt on NVIDIA) where it supports the case, else the portable tiled kernel (matmul_tiled.cu; all of AMD).
+// ANVIL_GEMM=tiled forces the tiled kernel and ANVIL_GEMM=vendor skips the skinny one, so one GPU test run can
+// check every path and time the crossover. Also the linear layer's two small kernels: bias broadcast and the bias
+// gradient.
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -10,17 +12,26 @@
 #include "core/dispatch.h"
 #include "kernels/matmul/matmul.h"
 #include "kernels/matmul/matmul_tiled.h"
+#include "kernels/skinny_gemm/skinny_gemm.h"
 
 namespace anvil {
 namespace {
 
+enum class GemmPath { automatic, vendor, tiled };
+
 // Read on every call (a getenv is ~100 ns, a GEMM launch several µs) so a process can switch paths.
-bool force_tiled() {
+GemmPath gemm_path() {
   const char* e = std::getenv("ANVIL_GEMM");
-  if (!e || !*e || std::string(e) == "auto") return false;
-  if (std::string(e) == "tiled") return true;
-  ANVIL_THROW("ANVIL_GEMM", "'tiled' or 'auto' (or unset)", str("'", e, "'"));
+  if (!e || !*e || std::string(e) == "auto") return GemmPath::automatic;
+  if (std::string(e) == "tiled") return GemmPath::tiled;
+  if (std::string(e) == "vendor") return GemmPath::vendor;
+  ANVIL_THROW("ANVIL_GEMM", "'tiled', 'vendor' or 'auto' (or unset)", str("'", e, "'"));
 }
+
+// Rows up to which the skinny kernel replaces the vendor GEMM for 16-bit products y = x @ w^T (the linear layer):
+// the crossover is pending measurement (H200 run), so until then it is the skinny kernel's own limit.
+// Weight-only FP8 (bf16 x, fp8 w) has no vendor path, so it takes the skinny kernel up to kSkinnyMaxRows always.
+constexpr int64_t kSkinnyCrossoverRows = kSkinnyMaxRows;
 
 constexpr int kThreads = 256;
 
@@ -55,7 +66,12 @@ __global__ void add_part_rows_kernel(const float* __restrict__ part, float* __re
 void matmul_gpu(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b, float alpha, float beta) {
   const int64_t M = c.size(0), N = c.size(1), K = trans_a ? a.size(0) : a.size(1);
   if (M == 0 || N == 0) return;
-  if (!force_tiled()) {
+  const GemmPath path = gemm_path();
+  // The decode shape: c (M, N) = a (M, K) @ b^T with b (N, K) a 16-bit weight, nothing to accumulate into.
+  if (path == GemmPath::automatic && M <= kSkinnyCrossoverRows && K > 0 && !trans_a && trans_b && beta == 0.f &&
+      (b.dtype() == DType::bf16 || b.dtype() == DType::f16))
+    return skinny_gemm_gpu(a, Tensor(), b, Tensor(), alpha, c);
+  if (path != GemmPath::tiled) {
     gpu::VendorGemm g;
     g.M = M, g.N = N, g.K = K;
     g.a = a.data_ptr(), g.a_dtype = a.dtype(), g.trans_a = trans_a;
@@ -79,8 +95,13 @@ void matmul_fp8_gpu(const Tensor& a, const Tensor& a_scale, const Tensor& w, con
   const int64_t M = a.size(0), K = a.size(1), N = w.size(0);
   if (M == 0 || N == 0) return;
   const bool per_channel = w_scale.numel() == N && N > 1;
-  // Native FP8 needs fp8 activations too; weight-only FP8 (bf16 a) always dequantizes in the tiled kernel.
-  if (!force_tiled() && dtype_is_fp8(a.dtype())) {
+  const GemmPath path = gemm_path();
+  // Weight-only FP8 with few rows: the skinny kernel decodes the e4m3 weights in registers.
+  if (path == GemmPath::automatic && M <= kSkinnyMaxRows && K > 0 && a.dtype() == DType::bf16 &&
+      (w.dtype() == DType::e4m3fn || w.dtype() == DType::e4m3fnuz))
+    return skinny_gemm_gpu(a, a_scale, w, w_scale, 1.f, out);
+  // Native FP8 needs fp8 activations too; other weight-only FP8 dequantizes in the tiled kernel.
+  if (path != GemmPath::tiled && dtype_is_fp8(a.dtype())) {
     gpu::VendorGemm g;
     g.M = M, g.N = N, g.K = K;
     g.a = a.data_ptr(), g.a_dtype = a.dtype(), g.trans_a = false;

@@ -8,8 +8,10 @@
 //          fp8: w in e4m3fn/e5m2/e4m3fnuz/e5m2fnuz; a in an fp8 dtype, or bf16 (weight-only FP8: a_scale then
 //          still multiplies); scales f32 on a's device; out bf16/f32.
 // Numerics: fp32 accumulation everywhere, c rounded once into its dtype; beta == 0 never reads c (it may hold
-//          NaN garbage). cuBLASLt on NVIDIA, the portable tiled kernel on AMD and as fallback (ANVIL_GEMM=tiled
-//          forces it), OpenBLAS on the CPU (bf16/f16 inputs are widened to f32 in row panels).
+//          NaN garbage). On the GPU, products with few rows (c = a @ b^T, beta = 0, 16-bit b, or weight-only FP8
+//          with bf16 a) take the skinny decode kernel (kernels/skinny_gemm); the rest cuBLASLt on NVIDIA, the
+//          portable tiled kernel on AMD and as fallback (ANVIL_GEMM=tiled forces it, ANVIL_GEMM=vendor skips the
+//          skinny kernel). OpenBLAS on the CPU (bf16/f16 inputs are widened to f32 in row panels).
 // Gradients: dx is overwritten (x's dtype); dw and dbias are accumulated into (+=), f32.
 #pragma once
 #include "core/tensor.h"

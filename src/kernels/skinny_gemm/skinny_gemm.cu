@@ -1,0 +1,376 @@
+// GPU skinny GEMM: y (M, N) = x (M, K) @ w^T for M <= 16, a weight-streaming kernel (design and predicted numbers:
+// docs/decode_kernels.md). At M = 1..16 every weight byte is used M times, so the product is bound by reading w
+// once from HBM (16 MB per 4096 x 4096 bf16 matrix): the kernel exists to keep enough 16-byte loads in flight.
+//
+// Work split. A block is kThreads threads = kWarps warps; each warp owns NC consecutive output columns (weight
+// rows) and its lanes stride over K in 16-byte packs (8 bf16/f16 or 16 fp8 weights), so one warp-wide load reads
+// kWarp * 16 contiguous bytes of one row. Per step a lane loads U packs of each of its NC rows (U*NC = 4), and
+// the next step's loads are issued before this step's FMAs (register double buffer): 128 bytes in flight per
+// lane, 4 KB per warp of 32, 32-64 KB per SM at 1-2 blocks.
+// x. Staged in shared memory as f32, (MB, kc) per chunk of kc k-values, converted once (so the inner loop is the
+// same for f32/bf16/f16 activations), zero-filled for rows M..MB and beyond K. Chunks of kc <= 12288 / MB keep it
+// within 48 KB (no opt-in on NVIDIA, within the 64 KB LDS on AMD); a block walks its K range chunk by chunk, and
+// the first W loads of a chunk are in flight while it stages x. Reading x from L1/L2 instead would cost M 16-byte
+// loads per weight pack with no reuse across a warp's columns, and the weight stream evicts it from L1.
+// Split-K. When the column blocks alone cannot keep enough weight bytes in flight (small N: e.g. N = 1024 at
+// 32 columns per block is 32 blocks for 132 SMs), grid.y splits K; the partial sums go to an f32 scratch (S, M, N)
+// and a second kernel adds them in a fixed order: deterministic, no atomics, no zeroing. The Llama-8B shapes
+// (N >= 4096) need no split on an H200 at M = 1, 4, 16, so they run as one kernel.
+// Reduction across the warp: the MB*NC per-lane sums are reduce-scattered (each butterfly step sends half of the
+// remaining values), MB*NC - 1 shuffles instead of MB*NC*log2(kWarp).
+#include <algorithm>
+#include <type_traits>
+
+#include "backends/gpu/common.cuh"
+#include "kernels/skinny_gemm/skinny_gemm.h"
+
+namespace anvil {
+namespace {
+
+constexpr int kThreads = 256;  // 8 warps of 32 or 4 wavefronts of 64
+constexpr int kWarp = gpu::kWarpSize;
+constexpr int kWarps = kThreads / kWarp;
+constexpr int kSmemFloats = 12288;  // 48 KB of f32 x per block: NVIDIA's limit without opt-in
+
+// Weight formats (16 bytes per pack).
+struct WBf16 { static constexpr int kBytes = 2; };
+struct WF16 { static constexpr int kBytes = 2; };
+template <bool FNUZ>
+struct WE4m3 { static constexpr int kBytes = 1; };
+template <class WT>
+constexpr bool is_fp8 = WT::kBytes == 1;
+
+// Per MB (rows rounded up to 1, 4, 8, 16): NC columns per warp, U packs per column per step, whether the next
+// step's loads are issued before this step's FMAs (DB: a second register buffer), and the blocks per SM the
+// registers are capped for (2: 128 registers per thread on sm_90). NC*U = 4 loads per buffer. Each 16-byte
+// shared read of x feeds 4*NC FMAs, so from MB=4 up NC=4: with f32 x that is 8 (fp8 w) or 4 (bf16 w) bytes of
+// shared memory per weight byte at MB=4, half of sm_90's 128 B/clk when HBM delivers its ~16 B/clk per SM.
+// MB=8 and MB=16 (32 and 64 accumulators) do not fit 128 registers with both buffers (sm_90 spilled 24-280
+// bytes; MB=8 without the second buffer still spilled 8-24 bytes with fp8), so they run one block per SM, both
+// buffers, up to 255 registers: 8 warps x 4 KB in flight per SM, and at MB >= 8 the FMAs bound the time anyway.
+template <int MB> struct Cfg;
+template <> struct Cfg<1> { static constexpr int NC = 2, U = 2, kMinBlocks = 2; static constexpr bool DB = true; };
+template <> struct Cfg<4> { static constexpr int NC = 4, U = 1, kMinBlocks = 2; static constexpr bool DB = true; };
+template <> struct Cfg<8> { static constexpr int NC = 4, U = 1, kMinBlocks = 1; static constexpr bool DB = true; };
+template <> struct Cfg<16> { static constexpr int NC = 4, U = 1, kMinBlocks = 1; static constexpr bool DB = true; };
+
+struct Params {
+  const void* x;
+  DType x_dtype;
+  const void* w;
+  void* y;
+  DType y_dtype;
+  float* part;           // (S, M, N) f32 split-K partial sums, or null: the kernel writes y
+  const float* x_scale;  // (1) or null
+  const float* w_scale;  // (1) or (N), or null
+  int w_scale_stride;    // 1: per output channel, 0: per tensor
+  float alpha;
+  int M, N, K;
+  int k_split;  // k-values per grid.y slice, a multiple of the step
+  int kc;       // k-values per staged x chunk, a multiple of the step, <= k_split
+};
+
+// Four consecutive weights (k = 4q .. 4q+3 of a pack) decoded to f32. FP8 by bit placement: the 7 magnitude
+// bits land in the f32 exponent/mantissa so that the value is 2^-120 (fn, bias 7) or 2^-119 (fnuz, bias 8) times
+// the weight, subnormals included (f32 subnormals are kept: no -ftz), then one multiply; 4-5 integer ops per
+// weight instead of a 256-entry table (shared-memory bank conflicts). NaN codes would decode as finite numbers,
+// so they set `nan` instead (per 4 bytes: 3-4 integer ops).
+template <class WT>
+__device__ __forceinline__ void decode_quad(const uint32_t (&r)[4], int q, float (&f)[4], uint32_t& nan) {
+  if constexpr (std::is_same<WT, WBf16>::value) {
+    const uint32_t a = r[2 * q], b = r[2 * q + 1];
+    f[0] = bits_f32(a << 16), f[1] = bits_f32(a & 0xffff0000u);
+    f[2] = bits_f32(b << 16), f[3] = bits_f32(b & 0xffff0000u);
+  } else if constexpr (std::is_same<WT, WF16>::value) {
+    const uint32_t a = r[2 * q], b = r[2 * q + 1];
+    f[0] = f16_to_f32(uint16_t(a & 0xffffu)), f[1] = f16_to_f32(uint16_t(a >> 16));
+    f[2] = f16_to_f32(uint16_t(b & 0xffffu)), f[3] = f16_to_f32(uint16_t(b >> 16));
+  } else {
+    constexpr bool kFnuz = std::is_same<WT, WE4m3<true>>::value;
+    constexpr float kMul = kFnuz ? 0x1p119f : 0x1p120f;
+    const uint32_t w = r[q];
+    f[0] = bits_f32(((w & 0x7fu) << 20) | ((w & 0x80u) << 24)) * kMul;
+    f[1] = bits_f32(((w & 0x7f00u) << 12) | ((w & 0x8000u) << 16)) * kMul;
+    f[2] = bits_f32(((w & 0x7f0000u) << 4) | ((w & 0x800000u) << 8)) * kMul;
+    f[3] = bits_f32(((w & 0x7f000000u) >> 4) | (w & 0x80000000u)) * kMul;
+    if constexpr (kFnuz) {  // NaN is the byte 0x80: a zero byte of w ^ 0x80808080
+      const uint32_t z = w ^ 0x80808080u;
+      nan |= (z - 0x01010101u) & ~z & 0x80808080u;
+    } else {  // NaN is S.1111.111: the magnitude 0x7f carries into bit 7 when 1 is added
+      nan |= ((w & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u;
+    }
+  }
+}
+
+// One pack (16 bytes) of a weight row from byte `p`: a 16-byte load when VEC (row and K aligned), else byte by
+// byte with the bytes past `nbytes` zero (K tails, misaligned rows).
+template <bool VEC>
+__device__ __forceinline__ void load_pack(const uint8_t* p, int nbytes, uint32_t (&r)[4]) {
+  if constexpr (VEC) {
+    const auto v = gpu::load_pack(reinterpret_cast<const uint32_t*>(p));
+#pragma unroll
+    for (int i = 0; i < 4; i++) r[i] = v.v[i];
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; i++) r[i] = 0;
+#pragma unroll
+    for (int i = 0; i < 16; i++)
+      if (i < nbytes) r[i / 4] |= uint32_t(p[i]) << (8 * (i % 4));
+  }
+}
+
+// The NC weight rows of a warp: row c starts at w0 + c * row_bytes; rows at or past `ncols` are not read.
+// (One base pointer, not NC: 6 fewer registers, which removed small spills at MB=4/8 with fp8 on sm_90.)
+struct Rows {
+  const uint8_t* w0;
+  int64_t row_bytes;
+  int ncols;
+};
+
+// Step s of this warp: U packs of each of its NC rows. Pack u of a lane starts at k = kb + s*STEP + (u*kWarp +
+// lane)*E; packs at or past ke (and rows past N) read as zero.
+template <class WT, int U, int NC, bool VEC>
+__device__ __forceinline__ void load_step(const Rows& w, int kb, int ke, int s, int lane, uint32_t (&r)[U][NC][4]) {
+  constexpr int E = 16 / WT::kBytes, STEP = kWarp * E * U;
+#pragma unroll
+  for (int u = 0; u < U; u++) {
+    const int k = kb + s * STEP + (u * kWarp + lane) * E;
+#pragma unroll
+    for (int c = 0; c < NC; c++) {
+      if (c < w.ncols && k < ke) {
+        load_pack<VEC>(w.w0 + c * w.row_bytes + int64_t(k) * WT::kBytes, (ke - k) * WT::kBytes, r[u][c]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 4; i++) r[u][c][i] = 0;
+      }
+    }
+  }
+}
+
+// x rows [0, MB) x k in [k0, k0 + len) -> xs (MB, kc) f32, zero past row M and past len (to the end of the last
+// segment of kWarp packs, as far as the compute loop reads). Swizzled: quad q of pack p (k = p*E + 4q .. +3) sits
+// at float index (p / kWarp)*SEG + (q*kWarp + p % kWarp)*4, so a warp's float4 reads of one quad are consecutive
+// (conflict-free). Two quads per thread in flight (unroll 2; 4 cost registers the weight buffers need): a full
+// chunk (MB*kc <= 12288 floats, 12 quads per thread) is staged in ~6 L2 round trips.
+template <int E, int MB, class TX>
+__device__ __forceinline__ void stage_x(const TX* __restrict__ x, int M, int K, int k0, int len, int kc, float* xs) {
+  constexpr int SEG = kWarp * E;
+  const int nq = (len + SEG - 1) / SEG * SEG / 4;  // quads per row
+#pragma unroll 2
+  for (int i = int(threadIdx.x); i < MB * nq; i += kThreads) {
+    const int m = i / nq, k = (i - m * nq) * 4;
+    float v[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) v[e] = (m < M && k + e < len) ? to_f32(x[int64_t(m) * K + k0 + k + e]) : 0.f;
+    const int seg = k / SEG, lane = (k % SEG) / E, q = (k % E) / 4;
+    *reinterpret_cast<float4*>(xs + m * kc + seg * SEG + (q * kWarp + lane) * 4) = make_float4(v[0], v[1], v[2], v[3]);
+  }
+}
+
+// alpha * x_scale * w_scale[n]: applied once to the f32 sum.
+__device__ __forceinline__ float out_scale(const Params& p, int n) {
+  float s = p.alpha;
+  if (p.x_scale) s *= *p.x_scale;
+  if (p.w_scale) s *= p.w_scale[int64_t(n) * p.w_scale_stride];
+  return s;
+}
+__device__ __forceinline__ void store_y(const Params& p, int64_t i, float v) {
+  if (p.y_dtype == DType::f32) static_cast<float*>(p.y)[i] = v;
+  else if (p.y_dtype == DType::bf16) static_cast<bf16*>(p.y)[i] = from_f32<bf16>(v);
+  else static_cast<f16*>(p.y)[i] = from_f32<f16>(v);
+}
+
+// Sum V per-lane values over the warp, reduce-scatter style: at the step with lane offset O, a lane keeps the
+// upper half of its H remaining values if (lane & O), else the lower half, and adds its partner's copy of that
+// half. After log2(V) halving steps each lane holds V / kWarp values (or one, further summed by plain butterfly
+// steps when V < kWarp): lane l ends with values (l / G) * R + i, i < R, R = max(V / kWarp, 1),
+// G = max(kWarp / V, 1). Recursion, not a loop, so every index is a compile-time constant (a loop left the
+// values in local memory on sm_90); halves are picked by bit masks, not `upper ? v[i] : v[i + h]`, which clang
+// turns into a load through a selected address and so into scratch memory on gfx90a.
+template <int O, int H, int V>
+__device__ __forceinline__ void reduce_scatter(float (&v)[V], int lane) {
+  if constexpr (O >= 1) {
+    if constexpr (H >= 2) {
+      constexpr int h = H / 2;
+      const uint32_t up = 0u - uint32_t((lane & O) != 0);  // all ones on the lane that keeps the upper half
+#pragma unroll
+      for (int i = 0; i < h; i++) {
+        const uint32_t lo = f32_bits(v[i]), hi = f32_bits(v[i + h]);
+        const float send = bits_f32((lo & up) | (hi & ~up)), keep = bits_f32((hi & up) | (lo & ~up));
+        v[i] = keep + ANVIL_SHFL_XOR(send, O, kWarp);
+      }
+      reduce_scatter<O / 2, h>(v, lane);
+    } else {
+      v[0] += ANVIL_SHFL_XOR(v[0], O, kWarp);
+      reduce_scatter<O / 2, 1>(v, lane);
+    }
+  }
+}
+
+// Grid (column blocks, K splits). Rows M..MB of the accumulators see zero x and are never written.
+template <class WT, int MB, bool VEC>
+__global__ void ANVIL_LAUNCH_BOUNDS(kThreads, Cfg<MB>::kMinBlocks) skinny_kernel(Params p) {
+  constexpr int NC = Cfg<MB>::NC, U = Cfg<MB>::U, E = 16 / WT::kBytes, Q = E / 4;
+  constexpr int SEG = kWarp * E, STEP = SEG * U;
+  extern __shared__ float4 xs_raw[];  // float4: 16-byte aligned
+  float* xs = reinterpret_cast<float*>(xs_raw);
+  const int lane = int(threadIdx.x) % kWarp, warp = int(threadIdx.x) / kWarp;
+  const int n0 = (int(blockIdx.x) * kWarps + warp) * NC;
+  const int kb = int(blockIdx.y) * p.k_split, ke = min(p.K, kb + p.k_split);
+  const int nsteps = (ke - kb + STEP - 1) / STEP, spc = p.kc / STEP;  // steps, steps per staged chunk
+
+  const int64_t row_bytes = int64_t(p.K) * WT::kBytes;
+  const Rows wrow{static_cast<const uint8_t*>(p.w) + n0 * row_bytes, row_bytes, p.N - n0};
+
+  float acc[MB][NC];
+#pragma unroll
+  for (int m = 0; m < MB; m++)
+#pragma unroll
+    for (int c = 0; c < NC; c++) acc[m][c] = 0.f;
+  uint32_t nan[NC] = {};
+  uint32_t cur[U][NC][4], nxt[Cfg<MB>::DB ? U : 1][NC][4];
+  load_step<WT, U, NC, VEC>(wrow, kb, ke, 0, lane, cur);
+
+  for (int s = 0; s < nsteps; s++) {
+    if (s % spc == 0) {  // a new x chunk; this step's weights are already in flight (uniform over the block)
+      const int k0 = kb + s * STEP, len = min(p.kc, ke - k0);
+      __syncthreads();  // every warp is done reading the previous chunk
+      if (p.x_dtype == DType::f32) stage_x<E, MB>(static_cast<const float*>(p.x), p.M, p.K, k0, len, p.kc, xs);
+      else if (p.x_dtype == DType::bf16) stage_x<E, MB>(static_cast<const bf16*>(p.x), p.M, p.K, k0, len, p.kc, xs);
+      else stage_x<E, MB>(static_cast<const f16*>(p.x), p.M, p.K, k0, len, p.kc, xs);
+      __syncthreads();
+    }
+    if constexpr (Cfg<MB>::DB) {
+      if (s + 1 < nsteps) load_step<WT, U, NC, VEC>(wrow, kb, ke, s + 1, lane, nxt);
+    }
+    const float* xseg = xs + (s % spc) * STEP + lane * 4;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      if (kb + s * STEP + (u * kWarp + lane) * E >= ke) continue;  // past K: only in a split's last step
+#pragma unroll
+      for (int q = 0; q < Q; q++) {
+        float wf[NC][4];
+#pragma unroll
+        for (int c = 0; c < NC; c++) decode_quad<WT>(cur[u][c], q, wf[c], nan[c]);
+#pragma unroll
+        for (int m = 0; m < MB; m++) {
+          const float4 xv = *reinterpret_cast<const float4*>(xseg + m * p.kc + u * SEG + q * kWarp * 4);
+#pragma unroll
+          for (int c = 0; c < NC; c++) {
+            acc[m][c] = fmaf(xv.x, wf[c][0], acc[m][c]);
+            acc[m][c] = fmaf(xv.y, wf[c][1], acc[m][c]);
+            acc[m][c] = fmaf(xv.z, wf[c][2], acc[m][c]);
+            acc[m][c] = fmaf(xv.w, wf[c][3], acc[m][c]);
+          }
+        }
+      }
+    }
+    if constexpr (Cfg<MB>::DB) {
+#pragma unroll
+      for (int u = 0; u < U; u++)
+#pragma unroll
+        for (int c = 0; c < NC; c++)
+#pragma unroll
+          for (int i = 0; i < 4; i++) cur[u][c][i] = nxt[u][c][i];
+    } else if (s + 1 < nsteps) {
+      load_step<WT, U, NC, VEC>(wrow, kb, ke, s + 1, lane, cur);
+    }
+  }
+
+  constexpr int V = MB * NC, R = V >= kWarp ? V / kWarp : 1, G = V >= kWarp ? 1 : kWarp / V;
+  float v[V];
+#pragma unroll
+  for (int m = 0; m < MB; m++)
+#pragma unroll
+    for (int c = 0; c < NC; c++) v[m * NC + c] = (is_fp8<WT> && nan[c]) ? bits_f32(0x7fc00000u) : acc[m][c];
+  reduce_scatter<kWarp / 2, V>(v, lane);
+  if (lane % G != 0) return;
+#pragma unroll
+  for (int i = 0; i < R; i++) {
+    const int idx = (lane / G) * R + i, m = idx / NC, n = n0 + idx % NC;
+    if (m >= p.M || n >= p.N) continue;
+    if (p.part) p.part[(int64_t(blockIdx.y) * p.M + m) * p.N + n] = v[i];
+    else store_y(p, int64_t(m) * p.N + n, v[i] * out_scale(p, n));
+  }
+}
+
+// y = scales * (sum of the S partial sums, in order s = 0, 1, ...).
+__global__ void __launch_bounds__(kThreads) splitk_reduce_kernel(Params p, int S) {
+  const int64_t total = int64_t(p.M) * p.N;
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < total; i += int64_t(gridDim.x) * kThreads) {
+    float s = 0.f;
+    for (int j = 0; j < S; j++) s += p.part[j * total + i];
+    store_y(p, i, s * out_scale(p, int(i % p.N)));
+  }
+}
+
+template <class WT, int MB, bool VEC>
+void launch(Params p, Device dev) {
+  constexpr int NC = Cfg<MB>::NC, U = Cfg<MB>::U, E = 16 / WT::kBytes, STEP = kWarp * E * U;
+  // One chunk of at least one step: at most 64 KB (MB=16 fp8 on 64-wide AMD wavefronts, within the LDS);
+  // with 32-wide warps every configuration stays within NVIDIA's 48 KB default.
+  static_assert(MB * STEP * 4 <= 65536 && (kWarp > 32 || MB * STEP * 4 <= 49152), "x chunk exceeds shared memory");
+  const int cus = gpu::device_info(gpu::current_device()).compute_units;
+  const int gx = gpu::ceil_div(p.N, kWarps * NC);
+  // Split K when the column blocks alone cannot keep kInFlightPerCU bytes of weight loads in flight per SM (the
+  // bandwidth-latency product, ~4.2 TB/s x ~0.6 us / 132 SMs ~ 20 KB); at least 2 steps per split.
+  // Pending measurement: the constant and whether idle SMs, rather than bytes in flight, should decide.
+  constexpr int64_t kInFlightPerCU = 24 << 10;
+  constexpr int64_t kWarpBytes = (Cfg<MB>::DB ? 2 : 1) * U * NC * 16 * kWarp;
+  const int64_t in_flight = int64_t(gx) * kWarps * kWarpBytes;
+  int S = int(std::min<int64_t>((kInFlightPerCU * cus + in_flight - 1) / in_flight, std::max(1, p.K / (2 * STEP))));
+  S = std::max(S, 1);
+  p.k_split = std::max(STEP, gpu::ceil_div(gpu::ceil_div(p.K, S), STEP) * STEP);
+  S = std::max(1, gpu::ceil_div(p.K, p.k_split));
+  p.kc = std::min(std::max(STEP, kSmemFloats / MB / STEP * STEP), p.k_split);
+  const size_t smem = size_t(MB) * size_t(p.kc) * sizeof(float);
+  Tensor part;
+  if (S > 1) {
+    part = Tensor::empty({S, p.M, p.N}, DType::f32, dev);
+    p.part = part.data<float>();
+  }
+  skinny_kernel<WT, MB, VEC><<<dim3(unsigned(gx), unsigned(S)), kThreads, smem, gpu::stream()>>>(p);
+  ANVIL_LAUNCH_CHECK();
+  if (S > 1) {
+    const int blocks = std::min(gpu::ceil_div(int64_t(p.M) * p.N, kThreads), 4 * cus);
+    splitk_reduce_kernel<<<blocks, kThreads, 0, gpu::stream()>>>(p, S);
+    ANVIL_LAUNCH_CHECK();
+  }
+}
+
+// Rows rounded up to the next instantiated MB; the unaligned (byte-load) path exists only at MB = 16.
+template <class WT>
+void launch_rows(const Params& p, bool vec, Device dev) {
+  if (!vec) return launch<WT, 16, false>(p, dev);
+  if (p.M <= 1) return launch<WT, 1, true>(p, dev);
+  if (p.M <= 4) return launch<WT, 4, true>(p, dev);
+  if (p.M <= 8) return launch<WT, 8, true>(p, dev);
+  launch<WT, 16, true>(p, dev);
+}
+
+}  // namespace
+
+void skinny_gemm_gpu(const Tensor& x, const Tensor& x_scale, const Tensor& w, const Tensor& w_scale, float alpha,
+                     Tensor& y) {
+  Params p{};
+  p.M = int(x.size(0)), p.K = int(x.size(1)), p.N = int(w.size(0));
+  if (p.M == 0 || p.N == 0) return;
+  ANVIL_CHECK(p.M <= kSkinnyMaxRows, "skinny_gemm_gpu", str("M <= ", kSkinnyMaxRows), p.M);
+  p.x = x.data_ptr(), p.x_dtype = x.dtype();
+  p.w = w.data_ptr();
+  p.y = y.data_ptr(), p.y_dtype = y.dtype();
+  p.x_scale = x_scale.defined() ? x_scale.data<float>() : nullptr;
+  p.w_scale = w_scale.defined() ? w_scale.data<float>() : nullptr;
+  p.w_scale_stride = w_scale.defined() && w_scale.numel() == p.N && p.N > 1 ? 1 : 0;
+  p.alpha = alpha;
+  const bool vec = gpu::aligned16(p.w) && (int64_t(p.K) * int64_t(dtype_size(w.dtype()))) % 16 == 0;
+  switch (w.dtype()) {
+    case DType::bf16: return launch_rows<WBf16>(p, vec, y.device());
+    case DType::f16: return launch_rows<WF16>(p, vec, y.device());
+    case DType::e4m3fn: return launch_rows<WE4m3<false>>(p, vec, y.device());
+    case DType::e4m3fnuz: return launch_rows<WE4m3<true>>(p, vec, y.device());
+    default: ANVIL_THROW("skinny_gemm_gpu", "w in bf16/f16/e4m3fn/e4m3fnuz", dtype_name(w.dtype()));
+  }
+}
+
+}  // namespace anvil
