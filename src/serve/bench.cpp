@@ -1,0 +1,134 @@
+#include "serve/bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace anvil {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Input embedding tables by their Hugging Face names: Llama "model.embed_tokens.weight", Mamba
+// "backbone.embeddings.weight", GPT-2 style "wte.weight".
+bool is_embedding(const std::string& name) {
+  return ends_with(name, "embed_tokens.weight") || ends_with(name, "embeddings.weight") ||
+         ends_with(name, "wte.weight");
+}
+
+// Seeded random ids (B, T) in [0, V) on `device`.
+Tensor random_ids(int64_t B, int64_t T, int64_t V, uint64_t seed, uint64_t offset, Device device) {
+  Tensor t = Tensor::empty({B, T}, DType::i32, Device::cpu());
+  int32_t* p = t.data<int32_t>();
+  for (int64_t i = 0; i < B * T; i++)
+    p[i] = int32_t(std::min<int64_t>(V - 1, int64_t(rng_uniform(seed, offset + uint64_t(i)) * float(V))));
+  return t.to(device);
+}
+
+}  // namespace
+
+double quantile(std::vector<double> v, double q) {
+  ANVIL_CHECK(!v.empty(), "quantile", "at least one value", "none");
+  std::sort(v.begin(), v.end());
+  const double pos = q * double(v.size() - 1);
+  const size_t lo = size_t(std::floor(pos)), hi = std::min(v.size() - 1, lo + 1);
+  return v[lo] + (pos - double(lo)) * (v[hi] - v[lo]);
+}
+
+int64_t decode_weight_bytes(CausalLM& model, int batch) {
+  auto& params = model.params();
+  bool tied = true;
+  for (auto& p : params)
+    if (ends_with(p.name, "lm_head.weight")) tied = false;
+  int64_t bytes = 0;
+  for (auto& p : params) {
+    if (!p.weight.defined()) continue;
+    const int64_t nb = int64_t(p.weight.nbytes());
+    if (!tied && is_embedding(p.name) && p.weight.dim() == 2)
+      bytes += std::min<int64_t>(batch, p.weight.size(0)) * (nb / p.weight.size(0));
+    else
+      bytes += nb;
+  }
+  return bytes;
+}
+
+DecodeBenchResult bench_decode(CausalLM& model, const DecodeBenchConfig& cfg) {
+  ANVIL_CHECK(cfg.batch >= 1, "bench_decode", "batch >= 1", cfg.batch);
+  ANVIL_CHECK(cfg.prompt_len >= 1, "bench_decode", "prompt_len >= 1", cfg.prompt_len);
+  ANVIL_CHECK(cfg.tokens >= 1, "bench_decode", "tokens >= 1", cfg.tokens);
+  const ModelInfo& info = model.info();
+  const int64_t need = int64_t(cfg.prompt_len) + cfg.tokens;
+  DecodeBenchResult r;
+  r.context = cfg.context > 0 ? cfg.context : need;
+  ANVIL_CHECK(r.context >= need, "bench_decode",
+              str("a context of at least prompt_len + tokens = ", need), r.context);
+  ANVIL_CHECK(info.max_len <= 0 || r.context <= info.max_len, "bench_decode",
+              str("a context within the model's ", info.max_len, " tokens"), r.context);
+  r.weight_bytes = decode_weight_bytes(model, cfg.batch);
+
+  const Device dev = model.device();
+  Backend& be = backend(dev);
+  auto state = model.new_state(cfg.batch, int(r.context));
+  Tensor logits = Tensor::empty({cfg.batch, info.vocab}, DType::f32, dev);
+  Tensor prompt = random_ids(cfg.batch, cfg.prompt_len, info.vocab, cfg.seed, 0, dev);
+  be.synchronize();
+  auto t0 = Clock::now();
+  model.step(*state, prompt, logits);
+  be.synchronize();
+  r.prefill_ms = ms_since(t0);
+
+  // The ids are made and uploaded inside the timed region, as a serving loop does it (B * 4 bytes).
+  uint64_t offset = uint64_t(cfg.batch) * uint64_t(cfg.prompt_len);
+  for (int s = 0; s < cfg.tokens; s++) {
+    auto ts = Clock::now();
+    Tensor ids = random_ids(cfg.batch, 1, info.vocab, cfg.seed, offset, dev);
+    model.step(*state, ids, logits);
+    be.synchronize();
+    r.step_ms.push_back(ms_since(ts));
+    offset += uint64_t(cfg.batch);
+  }
+  r.median_ms = quantile(r.step_ms, 0.5);
+  r.p10_ms = quantile(r.step_ms, 0.1);
+  r.p90_ms = quantile(r.step_ms, 0.9);
+  r.tokens_per_s = r.median_ms > 0 ? 1e3 * cfg.batch / r.median_ms : 0;
+  return r;
+}
+
+double measure_copy_bandwidth(Device device, size_t bytes, int reps) {
+  ANVIL_CHECK(bytes > 0 && reps >= 1, "measure_copy_bandwidth", "bytes > 0 and reps >= 1",
+              str(bytes, " bytes, ", reps, " reps"));
+  Backend& be = backend(device);
+  struct Buf {  // frees on every path, errors included
+    Backend& be;
+    void* p;
+    ~Buf() { be.free(p); }
+  };
+  Buf src{be, be.alloc(bytes)}, dst{be, be.alloc(bytes)};
+  be.memset(src.p, 1, bytes);  // touches the pages (CPU) so the first copy does not time page faults
+  be.memset(dst.p, 0, bytes);
+  be.copy_device(dst.p, src.p, bytes);
+  be.synchronize();
+  std::vector<double> ms;
+  for (int i = 0; i < reps; i++) {
+    auto t0 = Clock::now();
+    be.copy_device(dst.p, src.p, bytes);
+    be.synchronize();
+    ms.push_back(ms_since(t0));
+  }
+  const double med = quantile(ms, 0.5);
+  return med > 0 ? 2.0 * double(bytes) / (med * 1e-3) : 0;
+}
+
+}  // namespace anvil

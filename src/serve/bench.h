@@ -1,0 +1,44 @@
+// Decode benchmark: time one-token steps against the floor set by reading every weight once per step.
+//
+// Vocabulary: B batch, T prompt length, V vocabulary, C model width.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "models/model.h"
+
+namespace anvil {
+
+struct DecodeBenchConfig {
+  int batch = 1;          // B sequences decoded together
+  int prompt_len = 1;     // T tokens prefilled before the timed steps
+  int tokens = 128;       // timed one-token steps
+  int64_t context = 0;    // cache capacity; 0 = prompt_len + tokens
+  uint64_t seed = 0;      // the (random) token ids fed
+};
+
+struct DecodeBenchResult {
+  int64_t context = 0;
+  double prefill_ms = 0;
+  std::vector<double> step_ms;  // one per timed step, device synchronised
+  double median_ms = 0, p10_ms = 0, p90_ms = 0;
+  double tokens_per_s = 0;      // B / median step time
+  int64_t weight_bytes = 0;     // read per step, see decode_weight_bytes
+};
+
+DecodeBenchResult bench_decode(CausalLM& model, const DecodeBenchConfig& cfg);
+
+// Bytes of weights one decode step reads: every parameter once, except an untied input embedding table, of
+// which only the B rows of the fed tokens are read. (A tied table is read whole by the LM head.) KV-cache
+// and activation traffic are not counted: at short contexts they are small next to the weights (8B Llama
+// 3, bf16: 16 GB of weights vs 128 KB of KV cache per token of context).
+int64_t decode_weight_bytes(CausalLM& model, int batch);
+
+// Device memory bandwidth in bytes/s from timed device-to-device copies of `bytes` (read + write counted:
+// 2 * bytes per copy); the median of `reps` copies after one warm-up.
+double measure_copy_bandwidth(Device device, size_t bytes = size_t(1) << 30, int reps = 5);
+
+// q-quantile (0..1) of v by linear interpolation; v is copied.
+double quantile(std::vector<double> v, double q);
+
+}  // namespace anvil

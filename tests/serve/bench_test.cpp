@@ -1,0 +1,68 @@
+// Decode benchmark helpers: the weight-bytes floor, the timed loop on a CPU fake model, quantiles.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "fake_lm.h"
+#include "serve/bench.h"
+
+using namespace anvil;
+using anvil::testing::FakeLM;
+
+namespace {
+
+Param param(const std::string& name, const Shape& shape, DType dt) {
+  return Param{name, Tensor::empty(shape, dt), Tensor(), Tensor(), true};
+}
+FakeLM tiny(int64_t max_len = 64) {
+  return FakeLM(100, max_len, 0, [](const std::vector<int32_t>& s) { return s.back(); });
+}
+
+}  // namespace
+
+TEST(DecodeBench, WeightBytesCountOneEmbeddingRowPerSequenceUnlessTied) {
+  FakeLM m = tiny();
+  // An untied Llama-like model in bf16: V = 100, C = 8, one (16, 8) projection and a norm.
+  m.params_.push_back(param("model.embed_tokens.weight", {100, 8}, DType::bf16));
+  m.params_.push_back(param("model.layers.0.self_attn.q_proj.weight", {16, 8}, DType::bf16));
+  m.params_.push_back(param("model.norm.weight", {8}, DType::bf16));
+  m.params_.push_back(param("lm_head.weight", {100, 8}, DType::bf16));
+  const int64_t rest = (16 * 8 + 8 + 100 * 8) * 2;
+  EXPECT_EQ(decode_weight_bytes(m, 1), rest + 8 * 2);
+  EXPECT_EQ(decode_weight_bytes(m, 4), rest + 4 * 8 * 2);
+  // Tied: the LM head reads the whole table.
+  m.params_.pop_back();
+  EXPECT_EQ(decode_weight_bytes(m, 1), (100 * 8 + 16 * 8 + 8) * 2);
+}
+
+TEST(DecodeBench, TimesEveryStepWithinTheContext) {
+  FakeLM m = tiny();
+  DecodeBenchConfig c;
+  c.batch = 2;
+  c.prompt_len = 5;
+  c.tokens = 9;
+  auto r = bench_decode(m, c);
+  EXPECT_EQ(r.step_ms.size(), 9u);
+  EXPECT_EQ(r.context, 14);
+  EXPECT_EQ(m.step_T.front(), 5);
+  EXPECT_EQ(m.step_T.size(), 10u);
+  EXPECT_LE(r.p10_ms, r.median_ms);
+  EXPECT_LE(r.median_ms, r.p90_ms);
+  EXPECT_GT(r.tokens_per_s, 0.0);
+  c.context = 13;  // too small for 5 + 9
+  EXPECT_THROW(bench_decode(m, c), Error);
+  FakeLM small = tiny(10);
+  c.context = 0;
+  EXPECT_THROW(bench_decode(small, c), Error);  // 14 > the model's 10
+}
+
+TEST(DecodeBench, QuantilesInterpolate) {
+  EXPECT_DOUBLE_EQ(quantile({3, 1, 2}, 0.5), 2.0);
+  EXPECT_DOUBLE_EQ(quantile({1, 2, 3, 4}, 0.5), 2.5);
+  EXPECT_DOUBLE_EQ(quantile({5}, 0.9), 5.0);
+  EXPECT_DOUBLE_EQ(quantile({0, 10}, 0.1), 1.0);
+  EXPECT_THROW(quantile({}, 0.5), Error);
+}
+
+TEST(DecodeBench, CopyBandwidthIsPositiveOnTheCpu) {
+  EXPECT_GT(measure_copy_bandwidth(Device::cpu(), size_t(1) << 20, 3), 0.0);
+}
