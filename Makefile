@@ -9,7 +9,7 @@ HIP_ARCHS ?= gfx90a
 NVCC := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 CMAKE_COMMON := -G Ninja -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all setup build run test test-cpu build-cuda build-hip gpu bench clean
+.PHONY: all setup build run test test-cpu build-cuda build-hip compile-cuda compile-hip gpu bench clean
 
 all: build
 
@@ -25,7 +25,7 @@ run: build
 
 # CI: compile every vendor's build (a kernel that breaks either fails here), then run the CPU suite last so
 # the output ends with ctest's summary.
-test: build build-cuda build-hip test-cpu
+test: build compile-cuda compile-hip test-cpu
 
 test-cpu: build
 	cd build && ctest --output-on-failure -j $(JOBS) --timeout 1500
@@ -33,13 +33,19 @@ test-cpu: build
 build-cuda: setup
 	@if [ -z "$(NVCC)" ]; then echo "build-cuda: nvcc not found, skipping the CUDA build"; else \
 	  cmake -S . -B build-cuda $(CMAKE_COMMON) -DANVIL_GPU=cuda -DANVIL_CUDA_ARCHS="$(CUDA_ARCHS)" \
-	    -DCMAKE_CUDA_COMPILER=$(NVCC) -DANVIL_STATIC=ON >/dev/null && cmake --build build-cuda -j $(JOBS); fi
+	    -DCMAKE_CUDA_COMPILER=$(NVCC) -DANVIL_STATIC=ON >/dev/null && cmake --build build-cuda -j $(JOBS) $(CUDA_TARGET); fi
 
 build-hip: setup
 	@if ! command -v hipcc >/dev/null; then echo "build-hip: hipcc not found, skipping the HIP build"; else \
 	  hip_cxx=$$(HIPCC_VERBOSE=1 hipcc --version 2>&1 | grep -o '[^ ]*clang++[^ ]*' | head -1); \
 	  cmake -S . -B build-hip $(CMAKE_COMMON) -DANVIL_GPU=hip -DANVIL_HIP_ARCHS="$(HIP_ARCHS)" \
-	    -DCMAKE_CXX_COMPILER=$$hip_cxx >/dev/null && cmake --build build-hip -j $(JOBS); fi
+	    -DCMAKE_CXX_COMPILER=$$hip_cxx >/dev/null && cmake --build build-hip -j $(JOBS) $(HIP_TARGET); fi
+
+# CI has no GPU: compile every kernel for both vendors (the library target holds all of them), link nothing.
+compile-cuda: setup
+	@$(MAKE) --no-print-directory build-cuda CUDA_TARGET="--target anvil"
+compile-hip: setup
+	@$(MAKE) --no-print-directory build-hip HIP_TARGET="--target anvil"
 
 gpu: build-cuda
 

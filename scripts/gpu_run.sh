@@ -12,7 +12,9 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 bin="$here/.carry/bin"
 export LD_LIBRARY_PATH="$here/.carry/lib:${LD_LIBRARY_PATH:-}"
 out="${OUT:-$here/gpu-logs}"
-mkdir -p "$out"
+mkdir -p "$out" "$bin"
+# Binaries travel gzipped (the GPU build's fat binaries are over the transfer limit uncompressed).
+for z in "$here"/.carry/*.gz; do [ -e "$z" ] && gunzip -c "$z" > "$bin/$(basename "$z" .gz)" && chmod +x "$bin/$(basename "$z" .gz)"; done
 summary=()
 for step in "$@"; do
   case "$step" in

@@ -1,7 +1,8 @@
 // matmul_fp8 cases: out (M, N) = (a_scale * a) @ (w_scale * w)^T with fp8 (or bf16: weight-only) a and fp8 w,
 // per-tensor and per-channel scales, bf16/f32 out. The inputs are drawn already rounded to their fp8 dtype, so the
 // reference sees exactly the kernel's values: only the fp32 accumulation and the output rounding err, and the
-// tolerance is derived_tol(out dtype, K, 2) like any product.
+// tolerance is derived_tol(out dtype, K, 2) like any product
+// (with the accumulator precision of native FP8 tensor cores on GPUs that have them).
 #include "harness.h"
 #include "kernels/matmul/matmul.h"
 
@@ -30,7 +31,15 @@ std::vector<Check> run_fp8(const Ctx& ctx, const F8& s) {
   std::vector<double> ref(size_t(s.M * s.N));
   matmul_fp8_ref(to_double(a).data(), a_scale, to_double(w).data(), to_double(w_scale).data(), s.per_channel,
                  ref.data(), s.M, s.N, s.K);
-  return {compare("out", out, ref, derived_tol(s.out, double(s.K), 2))};
+  // Native FP8 tensor cores (sm_89+, gfx94x) do not accumulate in full fp32: Hopper's FP8 MMA keeps about 14
+  // mantissa bits in its accumulator before each promotion to fp32 (on the H200 an f32-out 64x96x256 product
+  // erred by 2^-14 relative, 236x the fp32 bound). Where the device has FP8 arithmetic, the accumulation term is
+  // that of a 2^-14 unit roundoff: derived_tol's u(f16) = 2^-11 over-covers it, so use bf16-free reasoning:
+  // factor * (u(out) + sqrt(K) * 2^-14).
+  double tol = derived_tol(s.out, double(s.K), 2);
+  if (ctx.device.is_gpu() && backend(ctx.device).info().fp8_compute && s.a != DType::bf16)
+    tol = 2 * (dtype_unit_roundoff(s.out) + std::sqrt(double(s.K)) * 0x1p-14);
+  return {compare("out", out, ref, tol)};
 }
 
 std::vector<OpCase> cases() {
