@@ -128,6 +128,34 @@ TEST(MambaModel, CreateFromPresetWithOverrides) {
   EXPECT_LT(last, first - 0.1f) << "loss " << first << " -> " << last;
 }
 
+// bf16 compute (the GPU training dtype) on the CPU: f32 conv/A/D/dt-bias params next to bf16 weights, f32
+// masters and gradients. Loose bounds: bf16 rounds activations to 8 bits of mantissa at every layer.
+TEST(MambaModel, Bf16ComputeTracksF32) {
+  const std::string dir = parity::fixture("mamba_tiny");
+  SafetensorsIndex ref(dir + "/reference.safetensors");
+  auto m = MambaModel::load(dir, Device::cpu(), DType::bf16, true);
+  EXPECT_EQ(m->param("backbone.layers.0.mixer.A_log").weight.dtype(), DType::f32);
+  EXPECT_EQ(m->param("backbone.layers.0.mixer.in_proj.weight").weight.dtype(), DType::bf16);
+  Tensor ids = parity::ids_i32(ref.get("batch.input_ids"));
+  parity::Err e = parity::compare(m->logits(ids), ref.get("batch.logits"));
+  EXPECT_LE(e.max_abs / e.ref_max, 0.05) << e.max_abs << " of " << e.ref_max;
+  std::vector<float> tv = ids.to_floats();
+  const int64_t B = ids.size(0), T = ids.size(1);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t t = 0; t < T; t++) tv[size_t(b * T + t)] = t + 1 < T ? ids.to_floats()[size_t(b * T + t + 1)] : -1.f;
+  Tensor tg = Tensor::from_floats(tv, {B, T}, DType::i32, Device::cpu());
+  m->zero_grad();
+  const float loss = m->forward_backward(ids, tg, 1.f, TrainOptions{});
+  auto f = MambaModel::load(dir, Device::cpu(), DType::f32, true);
+  f->zero_grad();
+  const float loss32 = f->forward_backward(ids, tg, 1.f, TrainOptions{});
+  EXPECT_NEAR(loss, loss32, 0.02 * loss32);
+  for (size_t i = 0; i < m->params().size(); i++) {
+    parity::Err g = parity::compare(m->params()[i].grad, f->params()[i].grad);
+    EXPECT_LE(g.rel_norm, 0.1) << m->params()[i].name;
+  }
+}
+
 TEST(ModelFactory, LlamaPresetAndErrors) {
   ModelSpec spec;
   spec.arch = "llama";
