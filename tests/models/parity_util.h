@@ -1,0 +1,151 @@
+// Parity of a CausalLM against a fixture made by tools/make_{llama,mamba}_fixture.py (transformers, CPU f32):
+// logits of three prompts and a batch, the batch loss, every parameter gradient, 64 greedy tokens through
+// step() (prefill + decode), and a save -> load round trip. See tools/fixture_common.py for the names.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "io/safetensors.h"
+#include "models/model.h"
+
+namespace anvil::parity {
+
+inline std::string fixture(const std::string& name) {
+  return std::string(ANVIL_SOURCE_DIR) + "/tests/fixtures/" + name;
+}
+
+// i64 fixture ids -> i32 tensor on the CPU.
+inline Tensor ids_i32(const Tensor& t) {
+  auto v = t.to_floats();  // ids < 2^24: exact
+  return Tensor::from_floats(v, t.shape(), DType::i32, Device::cpu());
+}
+
+struct Err {
+  double max_abs = 0, ref_max = 0, rel_norm = 0;
+};
+inline Err compare(const Tensor& got, const Tensor& ref) {
+  auto g = got.to_floats(), r = ref.to_floats();
+  EXPECT_EQ(g.size(), r.size());
+  Err e;
+  double dn = 0, rn = 0;
+  for (size_t i = 0; i < std::min(g.size(), r.size()); i++) {
+    const double d = double(g[i]) - double(r[i]);
+    e.max_abs = std::max(e.max_abs, std::fabs(d));
+    e.ref_max = std::max(e.ref_max, std::fabs(double(r[i])));
+    dn += d * d;
+    rn += double(r[i]) * double(r[i]);
+  }
+  e.rel_norm = rn > 0 ? std::sqrt(dn / rn) : std::sqrt(dn);
+  return e;
+}
+
+inline int argmax(const std::vector<float>& v, size_t off, size_t n) {
+  size_t best = off;
+  for (size_t i = off; i < off + n; i++)
+    if (v[i] > v[best]) best = i;
+  return int(best - off);
+}
+
+using Loader = std::function<std::unique_ptr<CausalLM>(const std::string& dir, bool trainable)>;
+
+inline void check_logits(CausalLM& m, const SafetensorsIndex& ref, const char* tag, double* worst) {
+  for (std::string p : {"prompt.0", "prompt.1", "prompt.2", "batch"}) {
+    Tensor logits = m.logits(ids_i32(ref.get(p + ".input_ids")));
+    Err e = compare(logits, ref.get(p + ".logits"));
+    const double rel = e.max_abs / e.ref_max;
+    *worst = std::max(*worst, rel);
+    EXPECT_LE(rel, 1e-4) << tag << " " << p << " logits: max|err| " << e.max_abs << " of max|logit| " << e.ref_max;
+  }
+}
+
+inline void run_parity(const std::string& fixture_name, const Loader& load) {
+  const std::string dir = fixture(fixture_name);
+  SafetensorsIndex ref(dir + "/reference.safetensors");
+  auto model = load(dir, /*trainable=*/true);
+  const int64_t V = model->info().vocab;
+
+  // Logits.
+  double worst_logit = 0;
+  check_logits(*model, ref, "loaded", &worst_logit);
+
+  // Loss and gradients. transformers shifts inside: position t predicts labels[t + 1]; -100 is ignored.
+  Tensor ids = ids_i32(ref.get("batch.input_ids"));
+  auto lab = ref.get("batch.labels").to_floats();
+  const int64_t B = ids.size(0), T = ids.size(1);
+  std::vector<float> tv(size_t(B * T), -1.f);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t t = 0; t + 1 < T; t++) {
+      const float l = lab[size_t(b * T + t + 1)];
+      tv[size_t(b * T + t)] = l < 0 ? -1.f : l;
+    }
+  Tensor targets = Tensor::from_floats(tv, {B, T}, DType::i32, Device::cpu());
+  model->zero_grad();
+  const float loss = model->forward_backward(ids, targets, 1.f, TrainOptions{});
+  const float ref_loss = ref.get("batch.loss").item();
+  EXPECT_NEAR(loss, ref_loss, 1e-5 * std::fabs(ref_loss)) << "loss";
+  const float loss2 = model->forward_loss(ids, targets);
+  EXPECT_EQ(loss, loss2) << "forward_loss and forward_backward disagree";
+  double worst_grad = 0;
+  std::string worst_name;
+  int n_grads = 0;
+  for (auto& p : model->params()) {
+    const std::string key = "grad." + p.name;
+    ASSERT_TRUE(ref.contains(key)) << key;
+    Err e = compare(p.grad, ref.get(key));
+    if (e.rel_norm > worst_grad) worst_grad = e.rel_norm, worst_name = p.name;
+    EXPECT_LE(e.rel_norm, 1e-3) << p.name << ": |g - ref| / |ref| = " << e.rel_norm;
+    n_grads++;
+  }
+
+  // Greedy generation through step(): one prefill, then one token per call.
+  int greedy_ok = 0;
+  for (int i = 0; i < 3; i++) {
+    const std::string p = str("prompt.", i);
+    Tensor prompt = ids_i32(ref.get(p + ".input_ids"));
+    auto want = ref.get(p + ".greedy").to_floats();
+    auto margin = ref.get(p + ".greedy_margin").to_floats();
+    auto st = model->new_state(1, int(prompt.size(1) + int64_t(want.size()) + 1));
+    Tensor logits = Tensor::empty({1, V}, DType::f32, Device::cpu());
+    model->step(*st, prompt, logits);
+    int matched = 0;
+    for (size_t s = 0; s < want.size(); s++) {
+      const int tok = argmax(logits.to_floats(), 0, size_t(V));
+      if (tok != int(want[s])) {
+        ADD_FAILURE() << p << " greedy step " << s << ": got " << tok << ", transformers " << want[s]
+                      << " (reference margin " << margin[s] << ")";
+        break;
+      }
+      matched++;
+      Tensor next = Tensor::from_floats({float(tok)}, {1, 1}, DType::i32, Device::cpu());
+      model->step(*st, next, logits);
+    }
+    if (matched == int(want.size())) greedy_ok++;
+  }
+
+  // Save -> load round trip: identical logits.
+  const std::string tmp = (std::filesystem::temp_directory_path() / str("anvil_parity_", fixture_name, "_",
+                                                                          ::getpid())).string();
+  model->save(tmp);
+  auto again = load(tmp, /*trainable=*/false);
+  double worst_rt = 0;
+  for (std::string p : {"prompt.1", "batch"}) {
+    Tensor a = model->logits(ids_i32(ref.get(p + ".input_ids")));
+    Tensor b = again->logits(ids_i32(ref.get(p + ".input_ids")));
+    Err e = compare(b, a);
+    worst_rt = std::max(worst_rt, e.max_abs);
+    EXPECT_EQ(e.max_abs, 0.0) << "round trip " << p;
+  }
+  std::filesystem::remove_all(tmp);
+  std::printf("[parity %s] logits max|err|/max|logit| %.3g; loss %.8g vs %.8g (rel %.3g); %d grads, worst "
+              "|g-ref|/|ref| %.3g (%s); greedy %d/3 prompts x 64 tokens; round-trip max|diff| %g\n",
+              fixture_name.c_str(), worst_logit, loss, ref_loss, std::fabs(loss - ref_loss) / std::fabs(ref_loss),
+              n_grads, worst_grad, worst_name.c_str(), greedy_ok, worst_rt);
+}
+
+}  // namespace anvil::parity
