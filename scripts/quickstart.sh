@@ -15,7 +15,9 @@ run=runs/quickstart
 [ -d "$corpus" ] || { echo "quickstart: $corpus not found (install Debian's 'fortunes' package: scripts/setup.sh)" >&2; exit 1; }
 
 echo "== 1/4 tokenizer: byte-level BPE, 2048 tokens, trained on $corpus"
-[ -f $data/tokenizer.json ] || $bin tokenizer train --input $corpus --vocab-size 2048 --style neox \
+# The corpus files are those without an extension (.dat are fortune's binary indexes, .u8 symlinks).
+texts=$(find $corpus -maxdepth 1 -type f ! -name '*.*' | sort)
+[ -f $data/tokenizer.json ] || $bin tokenizer train --input $texts --vocab-size 2048 --style neox \
                                    --out $data/tokenizer.json
 echo "== 2/4 prepare: token shards with a held-out split"
 [ -f $data/meta.json ] || $bin prepare --tokenizer $data/tokenizer.json --input $corpus --separator % --out $data

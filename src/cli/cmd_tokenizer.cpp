@@ -48,6 +48,8 @@ int run_tokenizer(int argc, char** argv) {
   }
   if (skipped && !quiet) std::fprintf(stderr, "tokenizer train: skipped %d binary or duplicate files\n", skipped);
   std::string json = train_bpe_files(text_files, o);
+  const auto parent = std::filesystem::path(out).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
   write_file_atomic(out, json);
   Tokenizer tok = Tokenizer::from_file(out);  // what every later command will load: check it does
   std::printf("wrote %s: %d tokens (%s style), eos %d\n", out.c_str(), tok.vocab_size(), o.style.c_str(),
