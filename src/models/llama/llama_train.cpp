@@ -11,6 +11,7 @@
 #include "kernels/rms_norm/rms_norm.h"
 #include "kernels/rope/rope.h"
 #include "kernels/swiglu/swiglu.h"
+#include "models/common/lm_loss.h"
 #include "models/llama/llama.h"
 
 namespace anvil {
@@ -115,17 +116,6 @@ Tensor LlamaModel::forward_hidden(const Tensor& ids, int64_t B, int64_t T, Acts*
   return nf;
 }
 
-// dloss (N) f32: grad_weight / valid for valid targets, 0 elsewhere; returns the number of valid targets.
-static int64_t loss_weights(const Tensor& targets_host, float grad_weight, Tensor& dloss, Device d) {
-  auto t = targets_host.to_floats();
-  int64_t valid = 0;
-  for (float x : t) valid += x >= 0;
-  std::vector<float> w(t.size(), 0.f);
-  for (size_t i = 0; i < t.size(); i++) w[i] = t[i] >= 0 && valid ? grad_weight / float(valid) : 0.f;
-  dloss = Tensor::from_floats(w, {int64_t(w.size())}, DType::f32, d);
-  return valid;
-}
-
 float LlamaModel::loss_and_backward(const Tensor& ids_in, const Tensor& targets_in, float grad_weight,
                                     bool backward) {
   check_dim("llama", "ids", ids_in, 2);
@@ -143,21 +133,14 @@ float LlamaModel::loss_and_backward(const Tensor& ids_in, const Tensor& targets_
   Tensor targets = targets_in.contiguous().view({N}).to(device_);
   Acts acts;
   Tensor nf = forward_hidden(ids, B, T, backward ? &acts : nullptr);
-  Tensor loss = Tensor::empty({N}, DType::f32, device_), lse = Tensor::empty({N}, DType::f32, device_);
-  cross_entropy_fwd(nf, lm_head_->weight, targets, loss, lse);
-  Tensor dloss;
-  const int64_t valid = loss_weights(targets_in, grad_weight, dloss, device_);
-  auto lv = loss.to_floats();
-  double total = 0;
-  for (float x : lv) total += x;
-  const float mean_loss = valid ? float(total / double(valid)) : 0.f;
-  if (!backward) return mean_loss;
+  const LmLoss head = lm_loss_fwd(nf, lm_head_->weight, targets, targets_in, grad_weight);
+  if (!backward) return head.mean;
 
   auto E = [&](const Shape& s, DType dt) { return Tensor::empty(s, dt, device_); };
   Tensor none;
   // Head: d(n_final) and d(lm_head); then the final norm, whose input is h_final = mid_{L-1} + branch_{L-1}.
   Tensor dnf = E({N, C}, dtype_);
-  cross_entropy_bwd(dloss, nf, lm_head_->weight, targets, lse, dnf, lm_head_->grad);
+  cross_entropy_bwd(head.dloss, nf, lm_head_->weight, targets, head.lse, dnf, lm_head_->grad);
   Tensor dh = E({N, C}, dtype_);
   add_rms_norm_bwd(dnf, none, acts.h_final, final_norm_->weight, acts.rstd_final, dh, final_norm_->grad);
   for (int64_t l = int64_t(layers_.size()) - 1; l >= 0; l--) {
@@ -199,7 +182,7 @@ float LlamaModel::loss_and_backward(const Tensor& ids_in, const Tensor& targets_
     }
     dh = dh_prev;
   }
-  return mean_loss;
+  return head.mean;
 }
 
 float LlamaModel::forward_backward(const Tensor& ids, const Tensor& targets, float grad_weight,

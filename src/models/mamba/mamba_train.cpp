@@ -10,6 +10,7 @@
 #include "kernels/matmul/matmul.h"
 #include "kernels/rms_norm/rms_norm.h"
 #include "kernels/selective_scan/selective_scan.h"
+#include "models/common/lm_loss.h"
 #include "models/mamba/mamba.h"
 
 namespace anvil {
@@ -117,17 +118,6 @@ Tensor MambaModel::forward_hidden(const Tensor& ids, int64_t B, int64_t T, Acts*
   return nf;
 }
 
-// dloss (N) f32: grad_weight / valid for valid targets, 0 elsewhere; returns the number of valid targets.
-static int64_t loss_weights(const Tensor& targets_host, float grad_weight, Tensor& dloss, Device d) {
-  auto t = targets_host.to_floats();
-  int64_t valid = 0;
-  for (float x : t) valid += x >= 0;
-  std::vector<float> w(t.size(), 0.f);
-  for (size_t i = 0; i < t.size(); i++) w[i] = t[i] >= 0 && valid ? grad_weight / float(valid) : 0.f;
-  dloss = Tensor::from_floats(w, {int64_t(w.size())}, DType::f32, d);
-  return valid;
-}
-
 float MambaModel::loss_and_backward(const Tensor& ids_in, const Tensor& targets_in, float grad_weight,
                                     bool backward) {
   check_dim("mamba", "ids", ids_in, 2);
@@ -143,20 +133,13 @@ float MambaModel::loss_and_backward(const Tensor& ids_in, const Tensor& targets_
   Tensor targets = targets_in.contiguous().view({NT}).to(device_);
   Acts acts;
   Tensor nf = forward_hidden(ids, B, T, backward ? &acts : nullptr);
-  Tensor loss = Tensor::empty({NT}, DType::f32, device_), lse = Tensor::empty({NT}, DType::f32, device_);
-  cross_entropy_fwd(nf, lm_head_->weight, targets, loss, lse);
-  Tensor dloss;
-  const int64_t valid = loss_weights(targets_in, grad_weight, dloss, device_);
-  auto lv = loss.to_floats();
-  double total = 0;
-  for (float x : lv) total += x;
-  const float mean_loss = valid ? float(total / double(valid)) : 0.f;
-  if (!backward) return mean_loss;
+  const LmLoss head = lm_loss_fwd(nf, lm_head_->weight, targets, targets_in, grad_weight);
+  if (!backward) return head.mean;
 
   auto E = [&](const Shape& s, DType dt) { return Tensor::empty(s, dt, device_); };
   Tensor none;
   Tensor dnf = E({NT, C}, dtype_);
-  cross_entropy_bwd(dloss, nf, lm_head_->weight, targets, lse, dnf, lm_head_->grad);
+  cross_entropy_bwd(head.dloss, nf, lm_head_->weight, targets, head.lse, dnf, lm_head_->grad);
   Tensor dh = E({NT, C}, dtype_);  // d(residual stream after the last layer) = d(mixer output) too
   add_rms_norm_bwd(dnf, none, acts.h_final, final_norm_->weight, acts.rstd_final, dh, final_norm_->grad);
   // dA per layer (f32, zeroed): turned into dA_log after the loop, so the host round trip drains the stream
@@ -237,7 +220,7 @@ float MambaModel::loss_and_backward(const Tensor& ids_in, const Tensor& targets_
     for (size_t k = 0; k < g.size(); k++) g[k] *= av[k];
     add_(layers_[l].A_log->grad, Tensor::from_floats(g, {D, N}, DType::f32, device_));
   }
-  return mean_loss;
+  return head.mean;
 }
 
 float MambaModel::forward_backward(const Tensor& ids, const Tensor& targets, float grad_weight,
