@@ -1,5 +1,6 @@
 // GPU runtime: device queries, the caching allocator, streams, events, graphs. Same source for CUDA and HIP.
 #include <map>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -60,6 +61,9 @@ struct Allocator {
   std::multimap<size_t, void*> free_blocks;        // size -> ptr
   std::unordered_map<void*, size_t> live;          // ptr -> rounded size
   size_t in_use = 0, peak = 0, cached = 0;
+  // While a stream is being captured, freed blocks go here instead of back to the cache: their addresses are
+  // baked into the graph, so they belong to it until graph_destroy (capture_end hands the list over).
+  std::vector<void*>* capture_hold = nullptr;
 };
 Allocator& allocator() {
   static Allocator* a = new Allocator();  // never destroyed: frees may come from static destructors
@@ -120,6 +124,10 @@ void free(void* p) {
   auto it = a.live.find(p);
   if (it == a.live.end())
     throw Error("gpu::free", "a pointer returned by gpu::alloc", str("unknown pointer ", p), __FILE__, __LINE__);
+  if (a.capture_hold) {
+    a.capture_hold->push_back(p);  // stays live (and counted in use) while the graph exists
+    return;
+  }
   a.in_use -= it->second;
   a.cached += it->second;
   a.free_blocks.emplace(it->second, p);
@@ -200,16 +208,49 @@ float event_elapsed_ms(EventHandle a, EventHandle b) {
 }
 
 // ---- graphs --------------------------------------------------------------------------------------------
-void capture_begin() { ANVIL_GPU_CHECK(gpuStreamBeginCapture(stream(), gpuStreamCaptureModeThreadLocal)); }
+namespace {
+struct Graph {
+  gpuGraphExec_t exec;
+  std::vector<void*> held;  // temporaries the captured kernels read and write, owned by the graph
+};
+}  // namespace
+
+// Relaxed mode: the caching allocator may call gpuMalloc on a miss while capturing (a global-mode capture
+// forbids it). Temporaries freed during the capture are held for the graph (see Allocator::capture_hold).
+void capture_begin() {
+  Allocator& a = allocator();
+  {
+    std::lock_guard<std::mutex> lock(a.mu);
+    ANVIL_CHECK(!a.capture_hold, "gpu::capture_begin", "no capture in progress", "a capture already running");
+    a.capture_hold = new std::vector<void*>();
+  }
+  ANVIL_GPU_CHECK(gpuStreamBeginCapture(stream(), gpuStreamCaptureModeRelaxed));
+}
 GraphHandle capture_end() {
+  Allocator& a = allocator();
+  std::unique_ptr<std::vector<void*>> held;
+  {
+    std::lock_guard<std::mutex> lock(a.mu);
+    held.reset(a.capture_hold);
+    a.capture_hold = nullptr;
+  }
   gpuGraph_t g;
   ANVIL_GPU_CHECK(gpuStreamEndCapture(stream(), &g));
   gpuGraphExec_t exec;
-  ANVIL_GPU_CHECK(gpuGraphInstantiate(&exec, g));
+  const gpuError_t e = gpuGraphInstantiate(&exec, g);
   ANVIL_GPU_CHECK(gpuGraphDestroy(g));
-  return exec;
+  if (e != gpuSuccess) {
+    for (void* p : *held) free(p);
+    ANVIL_GPU_CHECK(e);
+  }
+  return new Graph{exec, std::move(*held)};
 }
-void graph_launch(GraphHandle g) { ANVIL_GPU_CHECK(gpuGraphLaunch(static_cast<gpuGraphExec_t>(g), stream())); }
-void graph_destroy(GraphHandle g) { ANVIL_GPU_CHECK(gpuGraphExecDestroy(static_cast<gpuGraphExec_t>(g))); }
+void graph_launch(GraphHandle g) { ANVIL_GPU_CHECK(gpuGraphLaunch(static_cast<Graph*>(g)->exec, stream())); }
+void graph_destroy(GraphHandle g) {
+  std::unique_ptr<Graph> graph(static_cast<Graph*>(g));
+  ANVIL_GPU_CHECK(gpuStreamSynchronize(stream()));  // a launch may still be reading the held blocks
+  ANVIL_GPU_CHECK(gpuGraphExecDestroy(graph->exec));
+  for (void* p : graph->held) free(p);
+}
 
 }  // namespace anvil::gpu

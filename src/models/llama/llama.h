@@ -14,15 +14,17 @@ namespace anvil {
 
 struct LlamaLayer {
   Param* in_norm;    // (C)
-  Param* wq;         // (NH*HD, C)
-  Param* wk;         // (NKV*HD, C)
-  Param* wv;         // (NKV*HD, C)
+  Param* wq;         // (NH*HD, C)   view of rows [0, QD) of the stacked qkv weight
+  Param* wk;         // (NKV*HD, C)  view of rows [QD, QD + KVD)
+  Param* wv;         // (NKV*HD, C)  view of rows [QD + KVD, QD + 2 KVD)
   Param* wo;         // (C, NH*HD)
   Param* post_norm;  // (C)
   Param* w_gate;     // (H, C)  view of rows [0, H) of the fused gate_up weight
   Param* w_up;       // (H, C)  view of rows [H, 2H)
   Param* w_down;     // (C, H)
-  Tensor gate_up;    // (2H, C) compute copy that both views share: one GEMM for gate and up
+  Tensor qkv;        // (QD + 2 KVD, C) the tensor q, k and v view: one GEMM for the three projections
+  Tensor qkv_grad;   // (QD + 2 KVD, C) f32
+  Tensor gate_up;    // (2H, C) the tensor gate and up view: one GEMM for both
   Tensor gate_up_grad;  // (2H, C) f32
 };
 
@@ -54,6 +56,8 @@ class LlamaModel final : public CausalLM {
 
   // Internals shared by the files of this folder.
   struct Acts;
+  struct StepBuffers;
+  struct State;
   Param& param(const std::string& name);
   const Tensor& embed_weight() const { return embed_->weight; }
   const Tensor& lm_head_weight() const { return lm_head_->weight; }
@@ -62,6 +66,7 @@ class LlamaModel final : public CausalLM {
   LlamaModel(const LlamaConfig& cfg, Device device, DType dtype, bool trainable);
   void build_params();
   Tensor forward_hidden(const Tensor& ids_dev, int64_t B, int64_t T, Acts* acts);  // final normed (N, C)
+  void step_kernels(State& st, StepBuffers& b, int64_t T);  // one inference step's launches (capturable)
   float loss_and_backward(const Tensor& ids, const Tensor& targets, float grad_weight, bool backward);
 
   LlamaConfig cfg_;

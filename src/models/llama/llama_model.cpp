@@ -46,24 +46,35 @@ void LlamaModel::build_params() {
   };
   params_.reserve(size_t(4 + 9 * L));
   add("model.embed_tokens.weight", {V, C}, true);
-  std::vector<Tensor> gate_up(static_cast<size_t>(L)), gate_up_master(static_cast<size_t>(L)), gate_up_grad(static_cast<size_t>(L));
+  // Projections that read the same input are row views of one stacked tensor (and so are their masters and
+  // gradients): q|k|v (QD + 2 KVD, C) and gate|up (2H, C) — one GEMM each instead of three and two.
+  struct Stack {
+    Tensor w, master, grad;
+  };
+  auto stack = [&](int64_t rows) {
+    Stack s{alloc({rows, C}), Tensor(), grad_of({rows, C})};
+    s.master = master_of(s.w);
+    return s;
+  };
+  auto add_view = [&](const std::string& name, const Stack& s, int64_t a, int64_t b) {
+    auto view = [&](const Tensor& t) { return t.defined() ? t.slice(0, a, b) : Tensor(); };
+    params_.push_back(Param{name, s.w.slice(0, a, b), view(s.master), view(s.grad), true});
+  };
+  std::vector<Stack> qkv(static_cast<size_t>(L)), gate_up(static_cast<size_t>(L));
   for (int64_t l = 0; l < L; l++) {
     const std::string p = str("model.layers.", l, ".");
+    Stack& a = qkv[size_t(l)];
+    Stack& m = gate_up[size_t(l)];
+    a = stack(QD + 2 * KVD);
+    m = stack(2 * H);
     add(p + "input_layernorm.weight", {C}, false);
-    add(p + "self_attn.q_proj.weight", {QD, C}, true);
-    add(p + "self_attn.k_proj.weight", {KVD, C}, true);
-    add(p + "self_attn.v_proj.weight", {KVD, C}, true);
+    add_view(p + "self_attn.q_proj.weight", a, 0, QD);
+    add_view(p + "self_attn.k_proj.weight", a, QD, QD + KVD);
+    add_view(p + "self_attn.v_proj.weight", a, QD + KVD, QD + 2 * KVD);
     add(p + "self_attn.o_proj.weight", {C, QD}, true);
     add(p + "post_attention_layernorm.weight", {C}, false);
-    // gate and up are row views of one (2H, C) tensor (and so are their masters and gradients).
-    gate_up[l] = alloc({2 * H, C});
-    gate_up_master[l] = master_of(gate_up[l]);
-    gate_up_grad[l] = grad_of({2 * H, C});
-    auto view = [&](const Tensor& t, int64_t a, int64_t b) { return t.defined() ? t.slice(0, a, b) : Tensor(); };
-    params_.push_back(Param{p + "mlp.gate_proj.weight", gate_up[l].slice(0, 0, H), view(gate_up_master[l], 0, H),
-                            view(gate_up_grad[l], 0, H), true});
-    params_.push_back(Param{p + "mlp.up_proj.weight", gate_up[l].slice(0, H, 2 * H),
-                            view(gate_up_master[l], H, 2 * H), view(gate_up_grad[l], H, 2 * H), true});
+    add_view(p + "mlp.gate_proj.weight", m, 0, H);
+    add_view(p + "mlp.up_proj.weight", m, H, 2 * H);
     add(p + "mlp.down_proj.weight", {C, H}, true);
   }
   add("model.norm.weight", {C}, false);
@@ -83,8 +94,10 @@ void LlamaModel::build_params() {
     ly.w_gate = &params_[i++];
     ly.w_up = &params_[i++];
     ly.w_down = &params_[i++];
-    ly.gate_up = gate_up[size_t(l)];
-    ly.gate_up_grad = gate_up_grad[size_t(l)];
+    ly.qkv = qkv[size_t(l)].w;
+    ly.qkv_grad = qkv[size_t(l)].grad;
+    ly.gate_up = gate_up[size_t(l)].w;
+    ly.gate_up_grad = gate_up[size_t(l)].grad;
   }
   final_norm_ = &params_[i++];
   lm_head_ = cfg_.tie_word_embeddings ? embed_ : &params_[i++];

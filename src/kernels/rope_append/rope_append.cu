@@ -1,0 +1,100 @@
+// GPU rope_append. One block per token (grid-stride over B*T): the token's HD/2 cos/sin pairs go to shared
+// memory once, then the block's threads walk three item ranges with 16-byte packs — q pairs (rotated into q),
+// k pairs (rotated into the cache row), v packs (copied into the cache row). A decode token of the 8B shape
+// is 256 + 64 + 128 items: one block of 128 threads, 4 items each.
+#include "backends/gpu/common.cuh"
+#include "core/dispatch.h"
+#include "kernels/elementwise/fp8_io.h"
+#include "kernels/rope_append/rope_append.h"
+
+namespace anvil {
+namespace {
+
+constexpr int kThreads = 128;
+
+struct Dims {
+  int64_t N;    // B*T tokens
+  int T, NH, NKV, HD, Tmax;
+};
+
+// Rotates P pairs (x[i..i+P), x[i+half..]) by the table and stores them at y.
+template <class T, int P>
+__device__ __forceinline__ void rotate(const T* x, T* y, const float* cs, int i, int half) {
+  const auto a = load_vec<T, P>(x + i), b = load_vec<T, P>(x + i + half);
+  Vec<T, P> ya, yb;
+#pragma unroll
+  for (int j = 0; j < P; j++) {
+    const float x1 = to_f32(a.v[j]), x2 = to_f32(b.v[j]), c = cs[i + j], s = cs[half + i + j];
+    ya.v[j] = from_f32<T>(x1 * c - x2 * s);
+    yb.v[j] = from_f32<T>(x2 * c + x1 * s);
+  }
+  store_vec(y + i, ya);
+  store_vec(y + i + half, yb);
+}
+
+template <class T, bool VEC>
+__global__ void __launch_bounds__(kThreads) rope_append_kernel(const T* __restrict__ qkv,
+                                                                 const int32_t* __restrict__ start,
+                                                                 const float* __restrict__ inv_freq, T* __restrict__ q,
+                                                                 T* __restrict__ kc, T* __restrict__ vc, Dims d) {
+  extern __shared__ float cs[];  // cos in [0, half), sin in [half, HD)
+  constexpr int P = VEC ? gpu::Pack<T>::N : 1;
+  const int HD = d.HD, half = HD / 2, per_head = half / P;
+  const int q_items = d.NH * per_head, k_items = d.NKV * per_head, v_items = d.NKV * HD / P;
+  const int64_t QD = int64_t(d.NH) * HD, KVD = int64_t(d.NKV) * HD;
+  for (int64_t n = blockIdx.x; n < d.N; n += gridDim.x) {
+    const int64_t b = n / d.T;
+    const int pos = start[b] + int(n - b * d.T);
+    __syncthreads();  // the previous token's table is no longer read
+    for (int i = threadIdx.x; i < half; i += kThreads) {
+      float s, c;
+      sincosf(float(pos) * inv_freq[i], &s, &c);
+      cs[i] = c;
+      cs[half + i] = s;
+    }
+    __syncthreads();
+    const T* x = qkv + n * (QD + 2 * KVD);
+    const bool in_cache = pos >= 0 && pos < d.Tmax;
+    const int64_t row = (b * d.Tmax + pos) * KVD;
+    for (int k = threadIdx.x; k < q_items + k_items + v_items; k += kThreads) {
+      if (k < q_items) {
+        const int h = k / per_head, i = (k - h * per_head) * P;
+        rotate<T, P>(x + int64_t(h) * HD, q + n * QD + int64_t(h) * HD, cs, i, half);
+      } else if (!in_cache) {
+        break;
+      } else if (k < q_items + k_items) {
+        const int kk = k - q_items, h = kk / per_head, i = (kk - h * per_head) * P;
+        rotate<T, P>(x + QD + int64_t(h) * HD, kc + row + int64_t(h) * HD, cs, i, half);
+      } else {
+        const int64_t o = int64_t(k - q_items - k_items) * P;
+        store_vec(vc + row + o, load_vec<T, P>(x + QD + KVD + o));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void rope_append_gpu(const Tensor& qkv, const Tensor& start, const Tensor& inv_freq, Tensor& q, Tensor& k_cache,
+                     Tensor& v_cache) {
+  Dims d;
+  d.N = q.size(0) * q.size(1);
+  d.T = int(q.size(1));
+  d.NH = int(q.size(2));
+  d.HD = int(q.size(3));
+  d.Tmax = int(k_cache.size(1));
+  d.NKV = int(k_cache.size(2));
+  const unsigned blocks = unsigned(std::min<int64_t>(d.N, 65535));
+  const size_t smem = size_t(d.HD) * sizeof(float);
+  ANVIL_DISPATCH_FLOAT(qkv.dtype(), T, {
+    constexpr int P = gpu::Pack<T>::N;
+    const bool vec = (d.HD / 2) % P == 0 && gpu::aligned16(qkv.data_ptr()) && gpu::aligned16(q.data_ptr()) &&
+                     gpu::aligned16(k_cache.data_ptr()) && gpu::aligned16(v_cache.data_ptr());
+    auto kernel = vec ? rope_append_kernel<T, true> : rope_append_kernel<T, false>;
+    kernel<<<blocks, kThreads, smem, gpu::stream()>>>(qkv.data<T>(), start.data<int32_t>(), inv_freq.data<float>(),
+                                                      q.data<T>(), k_cache.data<T>(), v_cache.data<T>(), d);
+    ANVIL_LAUNCH_CHECK();
+  });
+}
+
+}  // namespace anvil
