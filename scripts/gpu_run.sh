@@ -6,6 +6,8 @@
 #   grad     the op harness, grad mode
 #   perf     the op harness, perf mode, next to PyTorch's anchors measured in the same run
 #   unit     the gtest suite against the GPU build
+#   decode   Llama-3.1-8B shape (random bf16 weights): transformers' static-cache anchor, anvil bench decode with
+#            and without graph capture, batch 1/8/32, 2048 tokens of context, bf16 logits parity
 # Logs go to $OUT (or ./gpu-logs); a short table is printed last.
 set -uo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -34,7 +36,23 @@ for step in "$@"; do
     unit)
       "$bin/anvil_tests" 2>&1 | tee "$out/unit_gpu.txt" | tail -n 3
       summary+=("unit(gpu):  $(grep -E "PASSED|FAILED" "$out/unit_gpu.txt" | head -n 3 | tr '\n' ' ')") ;;
-    *) echo "gpu_run.sh: unknown step '$step' (expected info, ops, grad, perf, unit)" >&2; exit 2 ;;
+    decode)
+      m=/tmp/llama8b
+      [ -f "$m/config.json" ] || python3 "$here/bench/llama8b_decode.py" --out "$m" 2>&1 | tee "$out/decode_anchor.txt"
+      summary+=("$(grep -h ANCHOR "$out/decode_anchor.txt")")
+      bd() {  # label, then anvil bench decode options
+        local label="$1"; shift
+        "$bin/anvil" bench decode --model "$m" --device gpu "$@" > "$out/decode_$label.txt" 2>&1
+        summary+=("decode $label: $(grep -h -E '^decode' "$out/decode_$label.txt") | $(grep -h -E '^efficiency' "$out/decode_$label.txt" | cut -c1-40)")
+      }
+      bd b1_graph --batch 1 --tokens 128
+      ANVIL_GRAPHS=0 bd b1_eager --batch 1 --tokens 128
+      bd b8 --batch 8 --tokens 64
+      bd b32 --batch 32 --tokens 64
+      bd b1_ctx2048 --batch 1 --prompt-len 1920 --tokens 128
+      python3 "$here/tools/llama_bf16_parity.py" --model "$m" --anvil "$bin/anvil" --out "$out" 2>&1 | tee "$out/parity_bf16.txt"
+      summary+=("$(grep -h PARITY "$out/parity_bf16.txt")") ;;
+    *) echo "gpu_run.sh: unknown step '$step' (expected info, ops, grad, perf, unit, decode)" >&2; exit 2 ;;
   esac
 done
 echo "==== summary ===="
