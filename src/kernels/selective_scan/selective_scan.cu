@@ -13,6 +13,7 @@
 
 #include "backends/gpu/common.cuh"
 #include "core/dispatch.h"
+#include "kernels/selective_scan/scan_gpu.h"
 #include "kernels/selective_scan/selective_scan.h"
 
 namespace anvil {
@@ -476,6 +477,9 @@ bool vec_ok(int64_t L, std::initializer_list<const Tensor*> ts) {
 void selective_scan_fwd_gpu(const Tensor& u, const Tensor& delta, const Tensor& A, const Tensor& Bm,
                             const Tensor& Cm, const Tensor& D_skip, const Tensor& z, const Tensor& delta_bias,
                             bool delta_softplus, Tensor& out, Tensor& states) {
+  if (selective_scan_fwd_seq_gpu(selective_scan_variant(), u, delta, A, Bm, Cm, D_skip, z, delta_bias,
+                                 delta_softplus, out, states))
+    return;
   ScanFwdParams p;
   static_cast<ScanParams&>(p) = make_params(u, delta, A, Bm, Cm, D_skip, z, delta_bias, delta_softplus);
   p.out = out.data_ptr();

@@ -1,0 +1,19 @@
+// Internal to the selective-scan GPU sources: which kernel variant runs, and the entry points of the kernels
+// that live in their own files. Not part of the op's contract (selective_scan.h is).
+#pragma once
+#include "core/tensor.h"
+
+namespace anvil {
+
+// ANVIL_SCAN_VARIANT, read once per process (docs/mamba_kernels.md lists the variants; scripts/ssm_bench.sh
+// times each). 0 is the warp-per-channel scan of selective_scan.cu; a variant whose kernel does not take the
+// call's shape (N > 16) falls back to it.
+int selective_scan_variant();
+
+// Forward with one thread per (channel, S states), sequential in time (selective_scan_fwd_seq.cu).
+// Returns false, doing nothing, when `variant` does not name one of its configurations or N > 16.
+bool selective_scan_fwd_seq_gpu(int variant, const Tensor& u, const Tensor& delta, const Tensor& A,
+                                const Tensor& Bm, const Tensor& Cm, const Tensor& D_skip, const Tensor& z,
+                                const Tensor& delta_bias, bool delta_softplus, Tensor& out, Tensor& states);
+
+}  // namespace anvil

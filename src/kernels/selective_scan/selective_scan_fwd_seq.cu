@@ -1,0 +1,381 @@
+// GPU selective-scan forward, "sequential" variant: one thread per (channel, S states) walks the whole
+// sequence in time; no scan across lanes, no second pass. docs/mamba_kernels.md has the counts behind it.
+//
+// Why: the warp-per-channel scan spends ~12.8 issue slots per (step, state) — a fold, a replay, the shuffle scan,
+// and a bf16->f32 unpack of Bm and Cm in every channel. Here a (step, state) costs the recurrence itself:
+// FMUL dt*A, EX2, FMUL B*(dt u), FFMA h, FFMA y (5 slots) plus ~1.4 of shared loads and the y reduction,
+// so the kernel is bounded by the MUFU unit (671 M exponentials at 16/clk/SM = 161 µs at the target shape);
+// POLY of every 4*S exponentials (4 steps x S states) run as a polynomial on the FMA pipe to take load off it.
+//
+// Block: 32 channels of one (batch, group), Q lanes per channel (adjacent lanes), each lane S = 16/Q states
+// (N <= 16; states past N are padded with A = B = C = 0, which keeps h = 0). Time goes in tiles of kTT steps:
+// the block stages the tile's Bm/Cm (f32, [t][n]) and its channels' (dt, dt*u) in shared memory once — bf16
+// unpacked, softplus evaluated, once per block instead of once per lane — while the next tile's global loads
+// are in flight in registers. Per step the Q lanes of a channel add their partial y with a recursive-halving
+// shuffle (every lane ends with U/Q finished steps), the finished y go to shared memory, and the tile's output
+// is gated (z), skipped (D u) and stored as 16-byte packs by the threads that loaded u and z.
+#include <cstdlib>
+#include <initializer_list>
+
+#include "backends/gpu/common.cuh"
+#include "core/dispatch.h"
+#include "kernels/selective_scan/scan_gpu.h"
+#include "kernels/selective_scan/selective_scan.h"
+
+namespace anvil {
+namespace {
+
+constexpr int kW = gpu::kWarpSize;
+constexpr int kTT = 32;   // steps per staged tile: 64 B of a bf16 row, 2 sectors
+constexpr int kNP = 16;   // states held per channel (N <= 16)
+constexpr int kCB = 32;   // channels per block
+constexpr int kU = 4;     // steps per inner iteration (one float4 of Bm per lane and step)
+// 640 threads per SM resident (<= 102 registers): B*D = 20480 channels at the target shape are 640 blocks of 32,
+// so 5 blocks per SM hold all of them in one wave; at 4 (126 registers, unbounded) 112 blocks ran as a second wave.
+constexpr int kMinThreadsPerSM = 640;
+constexpr int kChunk = int(kSelectiveScanChunk);
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kDtStride = 2 * kTT + 4;  // (dt, dt*u) row per channel; +4 floats puts 8 channels on 8 bank quads
+constexpr int kYStride = kTT + 4;       // finished y row per channel; same padding
+static_assert(kChunk % kTT == 0, "saved states fall on tile ends");
+
+struct SeqParams {
+  const void *u, *delta, *Bm, *Cm, *z;
+  void* out;
+  const float *A, *D_skip, *delta_bias;
+  float* states;  // (B, D, chunks, N)
+  int64_t L;
+  int D, N, G, per_group, blocks_per_group, chunks;
+  bool softplus;
+};
+
+// 2^x on the FMA pipe (FlashAttention-4's trick): round-to-nearest split x = j + f with the 1.5*2^23 shifter,
+// 2^f on [-0.5, 0.5] by a degree-5 polynomial (relative-error fit with the constant fixed at 1, so 2^0 is exactly
+// 1 and padded steps stay the identity; max error 9e-8 in exact arithmetic, like MUFU.EX2's 2^-22), then j added
+// to the exponent bits. The clamp keeps the exponent field in range; below 2^-125 the result is ~1e-38, not 0.
+__device__ __forceinline__ float exp2_poly(float x) {
+  x = fminf(fmaxf(x, -125.f), 125.f);
+  const float r = x + 12582912.f;  // 1.5 * 2^23: the integer nearest x lands in the low mantissa bits of r
+  const float f = x - (r - 12582912.f);
+  float p = 1.326472731e-03f;
+  p = fmaf(p, f, 9.671512991e-03f);
+  p = fmaf(p, f, 5.550733581e-02f);
+  p = fmaf(p, f, 2.402224243e-01f);
+  p = fmaf(p, f, 6.931470037e-01f);
+  p = fmaf(p, f, 1.f);
+  return __int_as_float(__float_as_int(p) + (__float_as_int(r) << 23));
+}
+
+// Softplus and SiLU, once per (channel, step). 16-bit I/O takes the MUFU approximations (their ~1e-7 relative
+// error is far below the dtype's 4e-3); f32 keeps the accurate library functions.
+template <class T>
+__device__ __forceinline__ float softplus_t(float v) {
+  if constexpr (sizeof(T) == 2) return v > 20.f ? v : __logf(1.f + __expf(v));
+  else return v > 20.f ? v : log1pf(expf(v));
+}
+template <class T>
+__device__ __forceinline__ float silu_t(float v) {
+  if constexpr (sizeof(T) == 2) return __fdividef(v, 1.f + __expf(-v));
+  else return v / (1.f + expf(-v));
+}
+
+// One 16-byte pack of a row at t0 (elements past L read as zero). VEC: L is a multiple of the pack and every
+// row starts on 16 bytes, so a pack is wholly inside or wholly past L.
+template <class T, bool VEC>
+__device__ __forceinline__ gpu::Pack<T> load_pack_at(const T* __restrict__ r, int64_t t0, int64_t L) {
+  constexpr int P = gpu::Pack<T>::N;
+  gpu::Pack<T> pk;
+  if constexpr (VEC) {
+    if (t0 < L) return gpu::load_pack(r + t0);
+#pragma unroll
+    for (int i = 0; i < P; i++) pk.v[i] = from_f32<T>(0.f);
+  } else {
+#pragma unroll
+    for (int i = 0; i < P; i++) pk.v[i] = t0 + i < L ? r[t0 + i] : from_f32<T>(0.f);
+  }
+  return pk;
+}
+template <class T>
+__device__ __forceinline__ gpu::Pack<T> zero_pack() {
+  gpu::Pack<T> pk;
+#pragma unroll
+  for (int i = 0; i < gpu::Pack<T>::N; i++) pk.v[i] = from_f32<T>(0.f);
+  return pk;
+}
+
+// Recursive halving over the O..1 lane bits: v holds CNT partial sums of consecutive steps; afterwards it holds
+// CNT/(2O) finished sums, of the steps from `off` on. Lanes that keep the upper half send the lower one.
+template <int O, int CNT>
+__device__ __forceinline__ void fold_lanes(float* v, int lane, int& off) {
+  if constexpr (O >= 1) {
+    constexpr int H = CNT / 2;
+    const bool up = (lane & O) != 0;
+#pragma unroll
+    for (int i = 0; i < H; i++) {
+      const float send = up ? v[i] : v[i + H], keep = up ? v[i + H] : v[i];
+      v[i] = keep + ANVIL_SHFL_XOR(send, O, kW);
+    }
+    off += up ? H : 0;
+    fold_lanes<O / 2, H>(v, lane, off);
+  }
+}
+
+template <class T, bool VEC, int Q, int POLY>
+__global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, kMinThreadsPerSM / (kCB * Q)) scan_fwd_seq_kernel(SeqParams p) {
+  constexpr int S = kNP / Q;                   // states per lane
+  constexpr int kThreads = kCB * Q;            // 128 (Q = 4) or 64 (Q = 2)
+  constexpr int P = gpu::Pack<T>::N;           // elements per 16-byte pack
+  constexpr int PPC = kTT / P;                 // packs per channel row and tile
+  constexpr int KC = kCB * PPC / kThreads;     // channel packs per thread and tensor
+  constexpr int NBC = 2 * kNP * PPC;           // Bm and Cm packs per tile
+  constexpr int KB = (NBC + kThreads - 1) / kThreads;
+  static_assert(kCB * PPC % kThreads == 0 && S % 4 == 0 && kU % Q == 0 && kThreads % kW == 0, "tile shape");
+
+  struct alignas(16) Smem {  // every row starts on 16 bytes: float4 / 16-byte pack accesses
+    float B[kTT][kNP], C[kTT][kNP];
+    float dt[kCB][kDtStride];  // (dt, dt*u) interleaved per step
+    float y[kCB][kYStride];    // finished y (state part) of the tile
+    T uz[kCB][2][kTT];         // the tile's u and z as loaded, for its output
+  };
+  __shared__ Smem sm;
+  auto& sB = sm.B;
+  auto& sC = sm.C;
+  auto& sDt = sm.dt;
+  auto& sY = sm.y;
+  auto& sUZ = sm.uz;
+
+  const int tid = int(threadIdx.x), lane = tid % kW;
+  const int blk = int(blockIdx.x), jb = blk % p.blocks_per_group, bg = blk / p.blocks_per_group;
+  const int g = bg % p.G, b = bg / p.G, ch0 = jb * kCB;
+  const int64_t L = p.L;
+  const int64_t bc = (int64_t(b) * p.G + g) * p.N * L;
+  const T* Bg = static_cast<const T*>(p.Bm) + bc;
+  const T* Cg = static_cast<const T*>(p.Cm) + bc;
+  const T* U = static_cast<const T*>(p.u);
+  const T* Dl = static_cast<const T*>(p.delta);
+  const T* Z = static_cast<const T*>(p.z);
+  T* O = static_cast<T*>(p.out);
+
+  // Compute role: channel cc of the block, states q*S .. q*S+S-1.
+  const int q = lane % Q, cc = tid / Q;
+  const bool valid = ch0 + cc < p.per_group;
+  const int d = g * p.per_group + (valid ? ch0 + cc : 0);
+  const int64_t row = int64_t(b) * p.D + d;
+  float A2[S], h[S];
+#pragma unroll
+  for (int j = 0; j < S; j++) {
+    const int n = q * S + j;
+    A2[j] = n < p.N ? p.A[int64_t(d) * p.N + n] * kLog2e : 0.f;  // exp(dt A) = exp2(dt A log2 e)
+    h[j] = 0.f;
+  }
+
+  // Staging role: channel packs k = tid + i*kThreads -> channel k / PPC, pack k % PPC of the tile.
+  int64_t srow[KC];
+  bool sval[KC];
+  float sbias[KC], sskip[KC];
+#pragma unroll
+  for (int i = 0; i < KC; i++) {
+    const int sc = (tid + i * kThreads) / PPC;
+    sval[i] = ch0 + sc < p.per_group;
+    const int sd = g * p.per_group + (sval[i] ? ch0 + sc : 0);
+    srow[i] = (int64_t(b) * p.D + sd) * L;
+    sbias[i] = p.delta_bias ? p.delta_bias[sd] : 0.f;
+    sskip[i] = p.D_skip ? p.D_skip[sd] : 0.f;
+  }
+  gpu::Pack<T> nu[KC], nd[KC], nz[KC], nbc[KB];  // the next tile, in flight
+  auto prefetch = [&](int k) {
+    const int64_t tt = int64_t(k) * kTT;
+#pragma unroll
+    for (int i = 0; i < KC; i++) {
+      const int64_t t0 = tt + ((tid + i * kThreads) % PPC) * P;
+      nu[i] = sval[i] ? load_pack_at<T, VEC>(U + srow[i], t0, L) : zero_pack<T>();
+      nd[i] = sval[i] ? load_pack_at<T, VEC>(Dl + srow[i], t0, L) : zero_pack<T>();
+      nz[i] = Z && sval[i] ? load_pack_at<T, VEC>(Z + srow[i], t0, L) : zero_pack<T>();
+    }
+#pragma unroll
+    for (int i = 0; i < KB; i++) {
+      const int m = tid + i * kThreads, n = (m % (kNP * PPC)) / PPC;
+      const int64_t t0 = tt + (m % PPC) * P;
+      const T* src = m < kNP * PPC ? Bg : Cg;
+      nbc[i] = m < NBC && n < p.N ? load_pack_at<T, VEC>(src + int64_t(n) * L, t0, L) : zero_pack<T>();
+    }
+  };
+  auto stage = [&](int k) {
+    const int64_t tt = int64_t(k) * kTT;
+#pragma unroll
+    for (int i = 0; i < KC; i++) {
+      const int sc = (tid + i * kThreads) / PPC, sp = (tid + i * kThreads) % PPC;
+      gpu::store_pack(&sUZ[sc][0][sp * P], nu[i]);  // u and z wait in shared memory for the tile's output
+      gpu::store_pack(&sUZ[sc][1][sp * P], nz[i]);
+      float dtv[P];
+#pragma unroll
+      for (int e = 0; e < P; e++) {
+        float v = to_f32(nd[i].v[e]) + sbias[i];
+        if (p.softplus) v = softplus_t<T>(v);
+        dtv[e] = tt + sp * P + e < L ? v : 0.f;  // past L: dt = 0, the identity step
+      }
+#pragma unroll
+      for (int e = 0; e < P; e += 2) {
+        *reinterpret_cast<float4*>(&sDt[sc][2 * (sp * P + e)]) =
+            make_float4(dtv[e], dtv[e] * to_f32(nu[i].v[e]), dtv[e + 1], dtv[e + 1] * to_f32(nu[i].v[e + 1]));
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < KB; i++) {
+      const int m = tid + i * kThreads;
+      if (m < NBC) {
+        const int n = (m % (kNP * PPC)) / PPC, sp = m % PPC;
+        float(*dst)[kNP] = m < kNP * PPC ? sB : sC;
+#pragma unroll
+        for (int e = 0; e < P; e++) dst[sp * P + e][n] = to_f32(nbc[i].v[e]);
+      }
+    }
+  };
+  auto store_out = [&](int k) {
+    const int64_t tt = int64_t(k) * kTT;
+#pragma unroll
+    for (int i = 0; i < KC; i++) {
+      const int sc = (tid + i * kThreads) / PPC, sp = (tid + i * kThreads) % PPC;
+      float y[P];
+#pragma unroll
+      for (int e = 0; e < P; e += 4) {
+        const float4 v = *reinterpret_cast<const float4*>(&sY[sc][sp * P + e]);
+        y[e] = v.x, y[e + 1] = v.y, y[e + 2] = v.z, y[e + 3] = v.w;
+      }
+      const gpu::Pack<T> cu = gpu::load_pack(&sUZ[sc][0][sp * P]), cz = gpu::load_pack(&sUZ[sc][1][sp * P]);
+      gpu::Pack<T> pk;
+#pragma unroll
+      for (int e = 0; e < P; e++) {
+        float v = fmaf(sskip[i], to_f32(cu.v[e]), y[e]);
+        if (Z) v *= silu_t<T>(to_f32(cz.v[e]));
+        pk.v[e] = from_f32<T>(v);
+      }
+      const int64_t t0 = tt + sp * P;
+      if (!sval[i] || t0 >= L) continue;
+      if (VEC) {
+        gpu::store_pack(O + srow[i] + t0, pk);
+      } else {
+#pragma unroll
+        for (int e = 0; e < P; e++)
+          if (t0 + e < L) O[srow[i] + t0 + e] = pk.v[e];
+      }
+    }
+  };
+
+  const int tiles = int((L + kTT - 1) / kTT);
+  prefetch(0);
+  for (int k = 0; k < tiles; k++) {
+    __syncthreads();  // tile k-1's compute is done with the staged tile and has written sY
+    if (k > 0) store_out(k - 1);
+    stage(k);
+    __syncthreads();  // tile k is staged
+    if (k + 1 < tiles) prefetch(k + 1);
+    const float* dtr = sDt[cc];
+#pragma unroll 1
+    for (int t = 0; t < kTT; t += kU) {
+      float y[kU];
+      float dd[2 * kU];
+#pragma unroll
+      for (int s = 0; s < kU; s += 2) {
+        const float4 v = *reinterpret_cast<const float4*>(dtr + 2 * (t + s));
+        dd[2 * s] = v.x, dd[2 * s + 1] = v.y, dd[2 * s + 2] = v.z, dd[2 * s + 3] = v.w;
+      }
+#pragma unroll
+      for (int s = 0; s < kU; s++) {
+        const float dt = dd[2 * s], dtu = dd[2 * s + 1];
+        float bb[S], cv[S];
+#pragma unroll
+        for (int j = 0; j < S; j += 4) {
+          const float4 vb = *reinterpret_cast<const float4*>(&sB[t + s][q * S + j]);
+          const float4 vc = *reinterpret_cast<const float4*>(&sC[t + s][q * S + j]);
+          bb[j] = vb.x, bb[j + 1] = vb.y, bb[j + 2] = vb.z, bb[j + 3] = vb.w;
+          cv[j] = vc.x, cv[j + 1] = vc.y, cv[j + 2] = vc.z, cv[j + 3] = vc.w;
+        }
+#pragma unroll
+        for (int j = 0; j < S; j++) {
+          const float x = dt * A2[j];
+          const float a = j * kU + s < POLY ? exp2_poly(x) : ANVIL_EXP2_FTZ(x);
+          h[j] = fmaf(a, h[j], bb[j] * dtu);
+          y[s] = j == 0 ? cv[j] * h[j] : fmaf(cv[j], h[j], y[s]);
+        }
+      }
+      int off = 0;
+      fold_lanes<Q / 2, kU>(y, lane, off);
+#pragma unroll
+      for (int i = 0; i < kU / Q; i++) sY[cc][t + off + i] = y[i];
+    }
+    const int64_t te = int64_t(k + 1) * kTT;
+    if (te % kChunk == 0 || te >= L) {  // the state after chunk c: what the backward and generation start from
+      const int64_t c = (te - 1) / kChunk;
+#pragma unroll
+      for (int j = 0; j < S; j++)
+        if (valid && q * S + j < p.N) p.states[(row * p.chunks + c) * p.N + q * S + j] = h[j];
+    }
+  }
+  __syncthreads();
+  store_out(tiles - 1);
+}
+
+template <class T, int Q, int POLY>
+void launch_seq(const SeqParams& p, int64_t batches, bool vec) {
+  const unsigned grid = unsigned(batches * p.G * p.blocks_per_group);
+  auto kernel = vec ? scan_fwd_seq_kernel<T, true, Q, POLY> : scan_fwd_seq_kernel<T, false, Q, POLY>;
+  kernel<<<grid, kCB * Q, 0, gpu::stream()>>>(p);
+  ANVIL_LAUNCH_CHECK();
+}
+
+// 16-byte loads need every row to start on 16 bytes (with L a multiple of the pack, the base pointers decide).
+bool all_aligned16(std::initializer_list<const Tensor*> ts) {
+  bool ok = true;
+  for (const Tensor* t : ts) ok = ok && (!t->defined() || gpu::aligned16(t->data_ptr()));
+  return ok;
+}
+
+}  // namespace
+
+int selective_scan_variant() {
+  static const int v = [] {
+    const char* e = std::getenv("ANVIL_SCAN_VARIANT");
+    return e && *e ? std::atoi(e) : 2;
+  }();
+  return v;
+}
+
+bool selective_scan_fwd_seq_gpu(int variant, const Tensor& u, const Tensor& delta, const Tensor& A,
+                                const Tensor& Bm, const Tensor& Cm, const Tensor& D_skip, const Tensor& z,
+                                const Tensor& delta_bias, bool delta_softplus, Tensor& out, Tensor& states) {
+  if (variant < 1 || variant > 4 || A.size(1) > kNP) return false;
+  SeqParams p;
+  p.u = u.data_ptr();
+  p.delta = delta.data_ptr();
+  p.Bm = Bm.data_ptr();
+  p.Cm = Cm.data_ptr();
+  p.z = z.defined() ? z.data_ptr() : nullptr;
+  p.out = out.data_ptr();
+  p.A = A.data<float>();
+  p.D_skip = D_skip.defined() ? D_skip.data<float>() : nullptr;
+  p.delta_bias = delta_bias.defined() ? delta_bias.data<float>() : nullptr;
+  p.states = states.data<float>();
+  p.L = u.size(2);
+  p.D = int(u.size(1));
+  p.N = int(A.size(1));
+  p.G = int(Bm.size(1));
+  p.per_group = p.D / p.G;
+  p.blocks_per_group = gpu::ceil_div(p.per_group, kCB);
+  p.chunks = int(selective_scan_chunks(p.L));
+  p.softplus = delta_softplus;
+  ANVIL_DISPATCH_FLOAT(u.dtype(), T, {
+    const bool vec = p.L % gpu::Pack<T>::N == 0 && all_aligned16({&u, &delta, &Bm, &Cm, &z, &out});
+    const int64_t batches = u.size(0);
+    switch (variant) {
+      // Q lanes x 16/Q states per channel; POLY of each 4 steps x S states' exponentials on the FMA pipe.
+      case 1: launch_seq<T, 4, 0>(p, batches, vec); break;  // all on MUFU
+      case 2: launch_seq<T, 4, 2>(p, batches, vec); break;  // 12.5% polynomial
+      case 3: launch_seq<T, 4, 4>(p, batches, vec); break;  // 25% polynomial
+      case 4: launch_seq<T, 2, 4>(p, batches, vec); break;  // 2 lanes x 8 states, 12.5% polynomial
+    }
+  });
+  return true;
+}
+
+}  // namespace anvil
