@@ -15,8 +15,16 @@ bin="$here/.carry/bin"
 export LD_LIBRARY_PATH="$here/.carry/lib:${LD_LIBRARY_PATH:-}"
 out="${OUT:-$here/gpu-logs}"
 mkdir -p "$out" "$bin"
-# Binaries travel gzipped (the GPU build's fat binaries are over the transfer limit uncompressed).
-for z in "$here"/.carry/*.gz; do [ -e "$z" ] && gunzip -c "$z" > "$bin/$(basename "$z" .gz)" && chmod +x "$bin/$(basename "$z" .gz)"; done
+# Binaries travel compressed (the GPU build's fat binaries are over the transfer limit uncompressed): .xz, or .gz.
+for z in "$here"/.carry/*.xz "$here"/.carry/*.gz; do
+  [ -e "$z" ] || continue
+  b="$bin/$(basename "${z%.*}")"
+  case "$z" in
+    *.xz) python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$z" "$b" ;;
+    *.gz) gunzip -c "$z" > "$b" ;;
+  esac
+  chmod +x "$b"
+done
 summary=()
 for step in "$@"; do
   case "$step" in
@@ -52,7 +60,12 @@ for step in "$@"; do
       bd b1_ctx2048 --batch 1 --prompt-len 1920 --tokens 128
       python3 "$here/tools/llama_bf16_parity.py" --model "$m" --anvil "$bin/anvil" --out "$out" 2>&1 | tee "$out/parity_bf16.txt"
       summary+=("$(grep -h PARITY "$out/parity_bf16.txt")") ;;
-    *) echo "gpu_run.sh: unknown step '$step' (expected info, ops, grad, perf, unit, decode)" >&2; exit 2 ;;
+    ssm)  # every Mamba kernel variant: checked (test + grad) and timed at the issue's shape
+      mkdir -p "$out/ssm_build/tests" && ln -sf "$bin/anvil_op_tests" "$out/ssm_build/tests/anvil_op_tests"
+      OUT="$out" bash "$here/scripts/ssm_bench.sh" "$out/ssm_build" 2>&1 | tee "$out/ssm_bench.txt"
+      rm -rf "$out/ssm_build"
+      summary+=("ssm: see ssm_bench.txt (table above)") ;;
+    *) echo "gpu_run.sh: unknown step '$step' (expected info, ops, grad, perf, unit, decode, ssm)" >&2; exit 2 ;;
   esac
 done
 echo "==== summary ===="
