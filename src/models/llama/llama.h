@@ -12,6 +12,8 @@
 
 namespace anvil {
 
+struct LlamaLayerActs;  // llama_train.cpp
+
 struct LlamaLayer {
   Param* in_norm;    // (C)
   Param* wq;         // (NH*HD, C)
@@ -62,7 +64,10 @@ class LlamaModel final : public CausalLM {
   LlamaModel(const LlamaConfig& cfg, Device device, DType dtype, bool trainable);
   void build_params();
   Tensor forward_hidden(const Tensor& ids_dev, int64_t B, int64_t T, Acts* acts);  // final normed (N, C)
-  float loss_and_backward(const Tensor& ids, const Tensor& targets, float grad_weight, bool backward);
+  Tensor layer_forward(LlamaLayer& ly, LlamaLayerActs& a, const Tensor& pos, int64_t B, int64_t T);
+  void recompute_layer(LlamaLayer& ly, LlamaLayerActs& a, const Tensor& pos, int64_t B, int64_t T);
+  float loss_and_backward(const Tensor& ids, const Tensor& targets, float grad_weight, bool backward,
+                          bool recompute);
 
   LlamaConfig cfg_;
   ModelInfo info_;
