@@ -64,6 +64,6 @@ done
 
 echo
 echo "training throughput, seq 2048, bf16 (logs in $out)"
-printf '%-13s %5s %4s | %10s %9s | %9s | %6s | %7s %5s | %s\n' model batch rc "tok/s" target "ms/step" MFU \
+printf '%-13s %5s %4s | %10s %9s | %9s | %6s | %7s %5s | %s\n' model batch rec "tok/s" target "ms/step" MFU \
   "peak GB" "<=" status
 for s in "${summary[@]}"; do echo "$s"; done

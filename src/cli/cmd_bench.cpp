@@ -66,6 +66,13 @@ ModelSpec train_model_spec(const std::string& m) {
 
 const char* verdict(bool met) { return met ? "MET" : "MISSED"; }
 
+std::string gb_or_mb(double bytes) {
+  char b[32];
+  if (bytes >= 1e9) std::snprintf(b, sizeof b, "%.2f GB", 1e-9 * bytes);
+  else std::snprintf(b, sizeof b, "%.1f MB", 1e-6 * bytes);
+  return b;
+}
+
 template <class... A>
 std::string fmt(const char* f, A... a) {
   char b[160];
@@ -104,13 +111,13 @@ int run_train_bench(const BenchTrainOptions& o) {
   row("tokens/s (median)", human_count(r.tokens_per_s), o.target_tok_s > 0 ? human_count(o.target_tok_s) : "-",
       tok_ok);
   row("ms/step (median)", fmt("%.2f (p10 %.2f, p90 %.2f)", r.median_ms, r.p10_ms, r.p90_ms), "-", "");
+  // Model FLOPs (6N + attention per token): a recomputed forward is work done, not counted.
   row("MFU", gpu ? fmt("%.1f%% of %.0f TFLOP/s", 100 * mfu, o.peak_tflops) : "- (GPU only)", "-", "");
   row(r.peak_is_rss ? "peak memory (RSS)" : "peak GPU memory",
-      fmt("%.2f GB%s", peak_gb, r.peak_is_rss ? " (whole process)" : " (allocator peak, all tensors)"),
+      gb_or_mb(double(r.peak_bytes)) + (r.peak_is_rss ? " (whole process)" : " (allocator peak, all tensors)"),
       o.target_mem_gb > 0 ? fmt("%.1f GB", o.target_mem_gb) : "-", o.target_mem_gb > 0 ? mem_ok : "");
-  row("  params+opt state", fmt("%.2f GB (weights, fp32 masters, grads, AdamW)", 1e-9 * double(r.state_bytes)), "-",
-      "");
-  row("  activations kept", fmt("%.2f GB (saved for the backward)", 1e-9 * double(r.activation_bytes)), "-", "");
+  row("  params+opt state", gb_or_mb(double(r.state_bytes)) + " (weights, fp32 masters, grads, AdamW)", "-", "");
+  row("  activations kept", gb_or_mb(double(r.activation_bytes)) + " (saved for the backward)", "-", "");
   // One line for scripts (bench/train_throughput.sh collects them).
   std::printf("RESULT model=%s batch=%lld seq=%lld dtype=%s recompute=%d tok_s=%.0f ms_step=%.2f mfu=%s "
               "peak_gb=%.2f tok_target=%s mem_target=%s\n",
