@@ -109,7 +109,7 @@ int run_train_bench(const BenchTrainOptions& o) {
   row("metric", "measured", "target", "");
   row("------------------", std::string(48, '-'), "----------", "------");
   row("tokens/s (median)", human_count(r.tokens_per_s), o.target_tok_s > 0 ? human_count(o.target_tok_s) : "-",
-      tok_ok);
+      o.target_tok_s > 0 ? tok_ok : "");
   row("ms/step (median)", fmt("%.2f (p10 %.2f, p90 %.2f)", r.median_ms, r.p10_ms, r.p90_ms), "-", "");
   // Model FLOPs (6N + attention per token): a recomputed forward is work done, not counted.
   row("MFU", gpu ? fmt("%.1f%% of %.0f TFLOP/s", 100 * mfu, o.peak_tflops) : "- (GPU only)", "-", "");
