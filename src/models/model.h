@@ -58,6 +58,9 @@ class CausalLM {
   // so micro-batches of a step add up with grad_weight = 1 / micro_batches.
   virtual float forward_backward(const Tensor& ids, const Tensor& targets, float grad_weight,
                                  const TrainOptions& opt) = 0;
+  // Bytes of activations the last forward_backward kept for its backward (counted when the backward starts):
+  // what TrainOptions::recompute trades for compute. Each model's *_train.cpp states the ratio it expects.
+  int64_t saved_activation_bytes() const { return saved_activation_bytes_; }
   // Mean loss without gradients (validation).
   virtual float forward_loss(const Tensor& ids, const Tensor& targets) = 0;
   virtual std::vector<Param>& params() = 0;
@@ -74,6 +77,9 @@ class CausalLM {
 
   // ---- checkpoints (Hugging Face layout: config.json + model.safetensors) ----
   virtual void save(const std::string& dir) const = 0;
+
+ protected:
+  int64_t saved_activation_bytes_ = 0;
 };
 
 // Loads a Hugging Face checkpoint directory (config.json + safetensors), picking the architecture from the

@@ -12,6 +12,8 @@
 
 namespace anvil {
 
+struct LlamaLayerActs;  // llama_train.cpp
+
 struct LlamaLayer {
   Param* in_norm;    // (C)
   Param* wq;         // (NH*HD, C)   view of rows [0, QD) of the stacked qkv weight
@@ -67,7 +69,10 @@ class LlamaModel final : public CausalLM {
   void build_params();
   Tensor forward_hidden(const Tensor& ids_dev, int64_t B, int64_t T, Acts* acts);  // final normed (N, C)
   void step_kernels(State& st, StepBuffers& b, int64_t T);  // one inference step's launches (capturable)
-  float loss_and_backward(const Tensor& ids, const Tensor& targets, float grad_weight, bool backward);
+  Tensor layer_forward(LlamaLayer& ly, LlamaLayerActs& a, const Tensor& pos, int64_t B, int64_t T);
+  void recompute_layer(LlamaLayer& ly, LlamaLayerActs& a, const Tensor& pos, int64_t B, int64_t T);
+  float loss_and_backward(const Tensor& ids, const Tensor& targets, float grad_weight, bool backward,
+                          bool recompute);
 
   LlamaConfig cfg_;
   ModelInfo info_;

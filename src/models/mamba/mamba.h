@@ -45,6 +45,8 @@ struct MambaMixerActs {
   Tensor y;           // (B, D, T) gated scan output
 };
 
+struct MambaLayerActs;  // mamba_train.cpp
+
 class MambaModel final : public CausalLM {
  public:
   // Random initialisation as transformers' MambaPreTrainedModel._init_weights does it (see mamba_model.cpp),
@@ -83,7 +85,9 @@ class MambaModel final : public CausalLM {
   // x and the scan states too).
   Tensor mixer_forward(MambaLayer& ly, const Tensor& n, int64_t B, int64_t T, MambaMixerActs& a);
   Tensor forward_hidden(const Tensor& ids_dev, int64_t B, int64_t T, Acts* acts);  // final normed (N, C)
-  float loss_and_backward(const Tensor& ids, const Tensor& targets, float grad_weight, bool backward);
+  void recompute_layer(MambaLayer& ly, MambaLayerActs& a, int64_t B, int64_t T);
+  float loss_and_backward(const Tensor& ids, const Tensor& targets, float grad_weight, bool backward,
+                          bool recompute);
 
   MambaConfig cfg_;
   ModelInfo info_;
