@@ -10,6 +10,7 @@
 // and across chunks through a carry kept in shared memory. The backward runs chunks from last to first: it
 // recomputes the chunk's forward from the saved state of the chunk before, then scans the adjoint backwards.
 
+#include "backends/gpu/common.cuh"
 #include "kernels/selective_scan/scan_gpu.h"
 #include "kernels/selective_scan/scan_warp.cuh"
 

@@ -144,7 +144,7 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_seq_kernel(BwdSeqParam
                                                    : zero_pack<T>();
     }
   };
-  auto stage = [&](int kt) {
+  auto stage = [&](int kt, bool full) {  // full: phase 2 (phase 1 reads only dt, dt*u and Bm)
     const int64_t tt = int64_t(kt) * kTT;
 #pragma unroll
     for (int i = 0; i < KC; i++) {
@@ -154,10 +154,10 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_seq_kernel(BwdSeqParam
         const float uu = to_f32(nu[i].v[e]), zz = to_f32(nz[i].v[e]), go = to_f32(ng[i].v[e]);
         const float v = to_f32(nd[i].v[e]) + sbias[i];
         float dt = v, sg = 1.f;
-        if (p.softplus) dt = softplus_t<T>(v), sg = v > 20.f ? 1.f : sigmoid_t<T>(v);
+        if (p.softplus) dt = softplus_t<T>(v), sg = full && v <= 20.f ? sigmoid_t<T>(v) : 1.f;
         if (tt + sp * P + e >= L) dt = 0.f;  // past L: the identity step (dout, u, z load as zero there)
         float dy = go, dzf = 0.f;
-        if (Z) {
+        if (full && Z) {
           const float s = sigmoid_t<T>(zz);
           dy = go * zz * s;                    // dL/dy = dout * silu(z)
           dzf = go * s * fmaf(zz, 1.f - s, 1.f);  // dL/dz = dzf * y
@@ -242,7 +242,7 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_seq_kernel(BwdSeqParam
       prefetch(kt0, false);
       for (int k = 0; k + 1 < nt; k++) {
         __syncthreads();  // the staged tile is free
-        stage(kt0 + k);
+        stage(kt0 + k, false);
         __syncthreads();
         if (k + 2 < nt) prefetch(kt0 + k + 1, false);
         advance(h, 0, kTT);
@@ -254,7 +254,7 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_seq_kernel(BwdSeqParam
     for (int k = nt - 1; k >= 0; k--) {
       const int64_t tt = int64_t(kt0 + k) * kTT;
       __syncthreads();
-      stage(kt0 + k);
+      stage(kt0 + k, true);
       __syncthreads();
       if (k > 0) prefetch(kt0 + k - 1, true);
       float ht[kS];

@@ -1,6 +1,7 @@
 // GPU selective-scan backward, warp-per-channel variant (ANVIL_SCAN_BWD_VARIANT=0, the default): chunks from last
 // to first, each recomputing its forward from the saved state of the chunk before, then the adjoint scanned
 // backwards (selective_scan.cu's head comment and docs/mamba_kernels.md explain the plan).
+#include "backends/gpu/common.cuh"
 #include "kernels/selective_scan/scan_gpu.h"
 #include "kernels/selective_scan/scan_warp.cuh"
 
