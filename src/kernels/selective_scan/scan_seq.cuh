@@ -1,0 +1,50 @@
+// Device helpers shared by the sequential selective-scan kernels (selective_scan_fwd_seq.cu,
+// selective_scan_bwd_seq.cu): per-(channel, step) nonlinearities and guarded 16-byte pack loads.
+#pragma once
+#include "backends/gpu/common.cuh"
+
+namespace anvil::scan_seq {
+
+// Softplus and SiLU, once per (channel, step). 16-bit I/O takes the MUFU approximations (their ~1e-7 relative
+// error is far below the dtype's 4e-3); f32 keeps the accurate library functions.
+template <class T>
+__device__ __forceinline__ float softplus_t(float v) {
+  if constexpr (sizeof(T) == 2) return v > 20.f ? v : __logf(1.f + __expf(v));
+  else return v > 20.f ? v : log1pf(expf(v));
+}
+template <class T>
+__device__ __forceinline__ float silu_t(float v) {
+  if constexpr (sizeof(T) == 2) return __fdividef(v, 1.f + __expf(-v));
+  else return v / (1.f + expf(-v));
+}
+template <class T>
+__device__ __forceinline__ float sigmoid_t(float v) {
+  if constexpr (sizeof(T) == 2) return __fdividef(1.f, 1.f + __expf(-v));
+  else return 1.f / (1.f + expf(-v));
+}
+
+// One 16-byte pack of a row at t0 (elements past L read as zero). VEC: L is a multiple of the pack and every
+// row starts on 16 bytes, so a pack is wholly inside or wholly past L.
+template <class T, bool VEC>
+__device__ __forceinline__ gpu::Pack<T> load_pack_at(const T* __restrict__ r, int64_t t0, int64_t L) {
+  constexpr int P = gpu::Pack<T>::N;
+  gpu::Pack<T> pk;
+  if constexpr (VEC) {
+    if (t0 < L) return gpu::load_pack(r + t0);
+#pragma unroll
+    for (int i = 0; i < P; i++) pk.v[i] = from_f32<T>(0.f);
+  } else {
+#pragma unroll
+    for (int i = 0; i < P; i++) pk.v[i] = t0 + i < L ? r[t0 + i] : from_f32<T>(0.f);
+  }
+  return pk;
+}
+template <class T>
+__device__ __forceinline__ gpu::Pack<T> zero_pack() {
+  gpu::Pack<T> pk;
+#pragma unroll
+  for (int i = 0; i < gpu::Pack<T>::N; i++) pk.v[i] = from_f32<T>(0.f);
+  return pk;
+}
+
+}  // namespace anvil::scan_seq
