@@ -65,7 +65,13 @@ for step in "$@"; do
       OUT="$out" bash "$here/scripts/ssm_bench.sh" "$out/ssm_build" 2>&1 | tee "$out/ssm_bench.txt"
       rm -rf "$out/ssm_build"
       summary+=("ssm: see ssm_bench.txt (table above)") ;;
-    *) echo "gpu_run.sh: unknown step '$step' (expected info, ops, grad, perf, unit, decode, ssm)" >&2; exit 2 ;;
+    train)  # training throughput, the four rows of the training issue
+      OUT="$out/train" TIMEOUT="${TRAIN_TIMEOUT:-150}" bash "$here/bench/train_throughput.sh" "$bin/anvil" 2>&1 | tee "$out/train_throughput.txt"
+      summary+=("train: see train_throughput.txt") ;;
+    graph)  # the graph-vs-eager decode test only
+      "$bin/anvil_tests" --gtest_filter='LlamaGraph.*' 2>&1 | tee "$out/graph_test.txt" | tail -n 3
+      summary+=("graph test: $(grep -E 'PASSED|FAILED' "$out/graph_test.txt" | head -n 2 | tr '\n' ' ')") ;;
+    *) echo "gpu_run.sh: unknown step '$step' (expected info, ops, grad, perf, unit, decode, ssm, train, graph)" >&2; exit 2 ;;
   esac
 done
 echo "==== summary ===="
