@@ -13,8 +13,11 @@ void add_model_options(CLI::App& app, ModelOptions& o) {
       ->required();
   app.add_option("--device", o.device, "cpu, gpu, gpu:N or auto (the GPU when there is one)")
       ->capture_default_str();
-  app.add_option("--dtype", o.dtype, "compute dtype: f32, bf16, f16 or auto (bf16 on a GPU, f32 on the CPU)")
-      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}))
+  app.add_option("--dtype", o.dtype,
+                 "compute dtype: f32, bf16, f16 or auto (bf16 on a GPU, f32 on the CPU); fp8 = auto with the "
+                 "linear-layer weights quantised to FP8 at load (one scale per output channel; FP8 checkpoints "
+                 "stay FP8 with any dtype)")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "fp8"}))
       ->capture_default_str();
 }
 
@@ -64,7 +67,7 @@ Device resolve_device(const ModelOptions& o) {
 }
 
 DType resolve_dtype(const ModelOptions& o, Device d) {
-  if (o.dtype == "auto") return d.is_gpu() ? DType::bf16 : DType::f32;
+  if (o.dtype == "auto" || o.dtype == "fp8") return d.is_gpu() ? DType::bf16 : DType::f32;
   return dtype_from_name(o.dtype);
 }
 
@@ -85,7 +88,8 @@ Tokenizer load_tokenizer(const std::string& cmd, const std::string& dir) {
 
 std::unique_ptr<CausalLM> load_model_for(const ModelOptions& o) {
   const Device d = resolve_device(o);
-  return load_model(o.dir, d, resolve_dtype(o, d), /*trainable=*/false);
+  return load_model(o.dir, d, resolve_dtype(o, d), /*trainable=*/false,
+                    o.dtype == "fp8" ? WeightFormat::fp8 : WeightFormat::checkpoint);
 }
 
 std::vector<int32_t> chat_stop_ids(const Tokenizer& tok) {

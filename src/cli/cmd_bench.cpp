@@ -29,9 +29,9 @@ int run_decode(const BenchDecodeOptions& o) {
   auto r = bench_decode(*model, o.bench);
   const double floor_ms = 1e3 * double(r.weight_bytes) / bw;
   const ModelInfo& info = model->info();
-  std::printf("model      %s: %s, %lld layers, width %lld, %s on %s\n", o.model.dir.c_str(), info.arch.c_str(),
+  std::printf("model      %s: %s, %lld layers, width %lld, %s%s on %s\n", o.model.dir.c_str(), info.arch.c_str(),
               (long long)info.layers, (long long)info.width, dtype_name(model->compute_dtype()),
-              backend(dev).info().name.c_str());
+              o.model.dtype == "fp8" ? " with FP8 weights" : "", backend(dev).info().name.c_str());
   std::printf("shape      batch %d, prompt %d, %d steps, context %lld\n", o.bench.batch, o.bench.prompt_len,
               o.bench.tokens, (long long)r.context);
   std::printf("prefill    %.2f ms\n", r.prefill_ms);

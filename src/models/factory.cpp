@@ -77,10 +77,15 @@ std::unique_ptr<CausalLM> create_model(const ModelSpec& spec, Device device, DTy
   return MambaModel::create(parse_mamba_config(j, source), device, dtype, trainable, seed);
 }
 
-std::unique_ptr<CausalLM> load_model(const std::string& dir, Device device, DType dtype, bool trainable) {
+std::unique_ptr<CausalLM> load_model(const std::string& dir, Device device, DType dtype, bool trainable,
+                                     WeightFormat weights) {
   nlohmann::json j = read_hf_config(dir);
   Architecture a = detect_architecture(j, dir);
-  if (a == Architecture::llama) return LlamaModel::load(dir, device, dtype, trainable);
+  if (a == Architecture::llama) return LlamaModel::load(dir, device, dtype, trainable, weights);
+  ANVIL_CHECK(weights == WeightFormat::checkpoint && !j.contains("quantization_config"), "load_model",
+              "FP8 weights for a Llama model (Mamba loads 16/32-bit weights only)",
+              str("a Mamba checkpoint at ", dir, weights == WeightFormat::fp8 ? " with --dtype fp8" :
+                  " with a quantization_config"));
   return MambaModel::load(dir, device, dtype, trainable);
 }
 

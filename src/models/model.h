@@ -82,8 +82,16 @@ class CausalLM {
   int64_t saved_activation_bytes_ = 0;
 };
 
+// How the linear-layer weights of a loaded model are stored.
+//   checkpoint: as the checkpoint has them (16-bit weights in the compute dtype; an FP8 checkpoint, one whose
+//               config.json carries a quantization_config, stays FP8);
+//   fp8:        16-bit weights quantised at load to e4m3 (e4m3fnuz on AMD) with one f32 scale per output channel
+//               (amax / fp8_max). Inference only (Llama); see models/common/linear.h for the GEMM paths.
+enum class WeightFormat { checkpoint, fp8 };
+
 // Loads a Hugging Face checkpoint directory (config.json + safetensors), picking the architecture from the
 // config. dtype: the compute dtype (f32 on CPU; bf16 or f32 on GPU). trainable: keep fp32 masters and grads.
-std::unique_ptr<CausalLM> load_model(const std::string& dir, Device device, DType dtype, bool trainable);
+std::unique_ptr<CausalLM> load_model(const std::string& dir, Device device, DType dtype, bool trainable,
+                                     WeightFormat weights = WeightFormat::checkpoint);
 
 }  // namespace anvil

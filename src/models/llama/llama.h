@@ -8,6 +8,7 @@
 #include <string>
 
 #include "io/hf_config.h"
+#include "models/common/linear.h"
 #include "models/model.h"
 
 namespace anvil {
@@ -28,6 +29,11 @@ struct LlamaLayer {
   Tensor qkv_grad;   // (QD + 2 KVD, C) f32
   Tensor gate_up;    // (2H, C) the tensor gate and up view: one GEMM for both
   Tensor gate_up_grad;  // (2H, C) f32
+  // FP8 models: per-output-channel f32 scales of the four weights (per-tensor scales of a checkpoint expanded,
+  // so the stacked q|k|v and gate|up get one vector each); undefined for 16-bit models.
+  Tensor qkv_scale, wo_scale, gate_up_scale, down_scale;  // (QD + 2 KVD), (C), (2H), (C)
+  // What the inference GEMMs read (models/common/linear.h): the weights above, 16-bit or FP8 with scales.
+  LinearWeight lin_qkv, lin_wo, lin_gate_up, lin_down;
 };
 
 class LlamaModel final : public CausalLM {
@@ -36,10 +42,14 @@ class LlamaModel final : public CausalLM {
   // from a counter-based RNG so every backend starts from the same weights.
   static std::unique_ptr<LlamaModel> create(const LlamaConfig& cfg, Device device, DType dtype, bool trainable,
                                             uint64_t seed);
-  // Loads config.json + safetensors (single or sharded) from a Hugging Face directory.
-  static std::unique_ptr<LlamaModel> load(const std::string& dir, Device device, DType dtype, bool trainable);
+  // Loads config.json + safetensors (single or sharded) from a Hugging Face directory. FP8 weights (an FP8
+  // checkpoint, or WeightFormat::fp8) are inference only: trainable = true with them is an error.
+  static std::unique_ptr<LlamaModel> load(const std::string& dir, Device device, DType dtype, bool trainable,
+                                          WeightFormat weights = WeightFormat::checkpoint);
 
   const ModelInfo& info() const override { return info_; }
+  // The dtype of the projection weights: dtype_ for 16/32-bit models, e4m3fn / e4m3fnuz for FP8 ones.
+  DType weight_dtype() const { return weight_dtype_; }
   Device device() const override { return device_; }
   DType compute_dtype() const override { return dtype_; }
   const LlamaConfig& config() const { return cfg_; }
@@ -65,8 +75,10 @@ class LlamaModel final : public CausalLM {
   const Tensor& lm_head_weight() const { return lm_head_->weight; }
 
  private:
-  LlamaModel(const LlamaConfig& cfg, Device device, DType dtype, bool trainable);
+  LlamaModel(const LlamaConfig& cfg, Device device, DType dtype, bool trainable, DType weight_dtype);
   void build_params();
+  void build_linears(const std::vector<Tensor>& input_scales);  // LlamaLayer::lin_* from the weights (+ scales)
+  Tensor logits_by_steps(const Tensor& ids);                    // logits() of FP8 models, via step()
   Tensor forward_hidden(const Tensor& ids_dev, int64_t B, int64_t T, Acts* acts);  // final normed (N, C)
   void step_kernels(State& st, StepBuffers& b, int64_t T);  // one inference step's launches (capturable)
   Tensor layer_forward(LlamaLayer& ly, LlamaLayerActs& a, const Tensor& pos, int64_t B, int64_t T);
@@ -78,6 +90,7 @@ class LlamaModel final : public CausalLM {
   ModelInfo info_;
   Device device_;
   DType dtype_;
+  DType weight_dtype_;  // of qkv, wo, gate_up, down
   bool trainable_;
   std::vector<Param> params_;
   std::vector<LlamaLayer> layers_;

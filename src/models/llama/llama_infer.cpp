@@ -13,6 +13,7 @@
 #include "kernels/attention/attention.h"
 #include "kernels/embedding/embedding.h"
 #include "kernels/matmul/matmul.h"
+#include "models/common/linear.h"
 #include "kernels/rms_norm/rms_norm.h"
 #include "kernels/rope_append/rope_append.h"
 #include "kernels/swiglu/swiglu.h"
@@ -109,7 +110,7 @@ void LlamaModel::step_kernels(State& st, StepBuffers& b, int64_t T) {
     LlamaLayer& ly = layers_[l];
     if (l == 0) rms_norm_fwd(b.h, ly.in_norm->weight, eps, b.n, b.rstd);
     else add_rms_norm_fwd(b.branch, b.h, ly.in_norm->weight, eps, b.h, b.n, b.rstd);  // h += branch, in place
-    matmul_fwd(b.n, ly.qkv, Tensor(), qkv2);
+    linear_fwd(b.n, ly.lin_qkv, qkv2);
     rope_append(b.qkv, st.start_dev, inv_freq_, b.q, st.k_cache[l], st.v_cache[l]);
     if (T > 1) {  // prefill into an empty cache: causal attention over the new tokens (rows [0, T) of the cache)
       Tensor k = Tensor::empty({B, T, NKV, HD}, dtype_, device_), v = Tensor::empty({B, T, NKV, HD}, dtype_, device_);
@@ -122,11 +123,11 @@ void LlamaModel::step_kernels(State& st, StepBuffers& b, int64_t T) {
       Tensor att_rows = b.att.view({B, NH, HD});
       attention_decode(b.q.view({B, NH, HD}), st.k_cache[l], st.v_cache[l], st.lens_dev, scale, att_rows);
     }
-    matmul_fwd(att2, ly.wo->weight, Tensor(), b.branch);
+    linear_fwd(att2, ly.lin_wo, b.branch);
     add_rms_norm_fwd(b.branch, b.h, ly.post_norm->weight, eps, b.h, b.n, b.rstd);  // h += attention, n = norm(h)
-    matmul_fwd(b.n, ly.gate_up, Tensor(), b.gu);
+    linear_fwd(b.n, ly.lin_gate_up, b.gu);
     swiglu_fwd(b.gu, b.act);
-    matmul_fwd(b.act, ly.w_down->weight, Tensor(), b.branch);
+    linear_fwd(b.act, ly.lin_down, b.branch);
   }
   // Final norm and LM head on the last position of each sequence only.
   Tensor last_h = b.h, last_b = b.branch;
@@ -209,8 +210,24 @@ void LlamaModel::step(InferState& st_base, const Tensor& ids_in, Tensor& logits)
   for (auto& len : st.lens) len += int(T);
 }
 
+// FP8 models: the training forward (forward_hidden) reads 16-bit weights, so their full logits come from the
+// inference path, one decode step per position (the same GEMMs a served model runs; for tests and perplexity).
+Tensor LlamaModel::logits_by_steps(const Tensor& ids_in) {
+  const int64_t B = ids_in.size(0), T = ids_in.size(1), V = cfg_.vocab_size;
+  Tensor ids = ids_in.contiguous().to(Device::cpu());
+  Tensor out = Tensor::empty({B, T, V}, DType::f32, device_);
+  auto st = new_state(int(B), int(T));
+  Tensor lg = Tensor::empty({B, V}, DType::f32, device_);
+  for (int64_t t = 0; t < T; t++) {
+    step(*st, ids.slice(1, t, t + 1).contiguous(), lg);
+    for (int64_t b = 0; b < B; b++) out.select(0, b).select(0, t).copy_(lg.select(0, b));
+  }
+  return out;
+}
+
 Tensor LlamaModel::logits(const Tensor& ids_in) {
   check_dim("llama::logits", "ids", ids_in, 2);
+  if (dtype_is_fp8(weight_dtype_)) return logits_by_steps(ids_in);
   const int64_t B = ids_in.size(0), T = ids_in.size(1);
   Tensor ids = ids_in.contiguous().view({B * T}).to(device_);
   Tensor nf = forward_hidden(ids, B, T, nullptr);

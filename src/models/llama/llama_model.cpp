@@ -8,10 +8,16 @@
 
 namespace anvil {
 
-LlamaModel::LlamaModel(const LlamaConfig& cfg, Device device, DType dtype, bool trainable)
-    : cfg_(cfg), device_(device), dtype_(dtype), trainable_(trainable) {
+LlamaModel::LlamaModel(const LlamaConfig& cfg, Device device, DType dtype, bool trainable, DType weight_dtype)
+    : cfg_(cfg), device_(device), dtype_(dtype), weight_dtype_(weight_dtype), trainable_(trainable) {
   ANVIL_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16, "LlamaModel",
               "compute dtype f32, bf16 or f16", dtype_name(dtype));
+  ANVIL_CHECK(weight_dtype == dtype || weight_dtype == DType::e4m3fn || weight_dtype == DType::e4m3fnuz,
+              "LlamaModel", str("projection weights in the compute dtype ", dtype_name(dtype), " or FP8 e4m3"),
+              dtype_name(weight_dtype));
+  ANVIL_CHECK(!(trainable && dtype_is_fp8(weight_dtype)), "LlamaModel",
+              "FP8 weights for inference only (train or fine-tune from the 16-bit checkpoint)",
+              "trainable = true with FP8 weights");
   ANVIL_CHECK(cfg.num_attention_heads % cfg.num_key_value_heads == 0, "LlamaModel",
               "num_attention_heads divisible by num_key_value_heads",
               str(cfg.num_attention_heads, " and ", cfg.num_key_value_heads));
@@ -36,13 +42,16 @@ void LlamaModel::build_params() {
   const int64_t QD = cfg_.num_attention_heads * HD, KVD = cfg_.num_key_value_heads * HD;
   const int64_t L = cfg_.num_hidden_layers;
   auto alloc = [&](const Shape& s) { return Tensor::empty(s, dtype_, device_); };
+  // The projections (q|k|v, o, gate|up, down) are in weight_dtype_: FP8 models have no masters or gradients.
+  auto alloc_proj = [&](const Shape& s) { return Tensor::empty(s, weight_dtype_, device_); };
+  const bool fp8 = dtype_is_fp8(weight_dtype_);
   auto master_of = [&](const Tensor& w) {
     return dtype_ == DType::f32 ? w : (trainable_ ? Tensor::empty(w.shape(), DType::f32, device_) : Tensor());
   };
   auto grad_of = [&](const Shape& s) { return trainable_ ? Tensor::zeros(s, DType::f32, device_) : Tensor(); };
-  auto add = [&](const std::string& name, const Shape& s, bool decay) {
-    Tensor w = alloc(s);
-    params_.push_back(Param{name, w, master_of(w), grad_of(s), decay});
+  auto add = [&](const std::string& name, const Shape& s, bool decay, bool proj = false) {
+    Tensor w = proj ? alloc_proj(s) : alloc(s);
+    params_.push_back(Param{name, w, proj && fp8 ? Tensor() : master_of(w), grad_of(s), decay});
   };
   params_.reserve(size_t(4 + 9 * L));
   add("model.embed_tokens.weight", {V, C}, true);
@@ -52,8 +61,8 @@ void LlamaModel::build_params() {
     Tensor w, master, grad;
   };
   auto stack = [&](int64_t rows) {
-    Stack s{alloc({rows, C}), Tensor(), grad_of({rows, C})};
-    s.master = master_of(s.w);
+    Stack s{alloc_proj({rows, C}), Tensor(), grad_of({rows, C})};
+    if (!fp8) s.master = master_of(s.w);
     return s;
   };
   auto add_view = [&](const std::string& name, const Stack& s, int64_t a, int64_t b) {
@@ -71,11 +80,11 @@ void LlamaModel::build_params() {
     add_view(p + "self_attn.q_proj.weight", a, 0, QD);
     add_view(p + "self_attn.k_proj.weight", a, QD, QD + KVD);
     add_view(p + "self_attn.v_proj.weight", a, QD + KVD, QD + 2 * KVD);
-    add(p + "self_attn.o_proj.weight", {C, QD}, true);
+    add(p + "self_attn.o_proj.weight", {C, QD}, true, true);
     add(p + "post_attention_layernorm.weight", {C}, false);
     add_view(p + "mlp.gate_proj.weight", m, 0, H);
     add_view(p + "mlp.up_proj.weight", m, H, 2 * H);
-    add(p + "mlp.down_proj.weight", {C, H}, true);
+    add(p + "mlp.down_proj.weight", {C, H}, true, true);
   }
   add("model.norm.weight", {C}, false);
   if (!cfg_.tie_word_embeddings) add("lm_head.weight", {V, C}, true);
@@ -98,11 +107,35 @@ void LlamaModel::build_params() {
     ly.qkv_grad = qkv[size_t(l)].grad;
     ly.gate_up = gate_up[size_t(l)].w;
     ly.gate_up_grad = gate_up[size_t(l)].grad;
+    if (fp8) {
+      auto scale = [&](int64_t rows) { return Tensor::empty({rows}, DType::f32, device_); };
+      ly.qkv_scale = scale(QD + 2 * KVD), ly.wo_scale = scale(C), ly.gate_up_scale = scale(2 * H);
+      ly.down_scale = scale(C);
+    }
   }
   final_norm_ = &params_[i++];
   lm_head_ = cfg_.tie_word_embeddings ? embed_ : &params_[i++];
   info_.n_params = 0;
   for (auto& p : params_) info_.n_params += p.weight.numel();
+  if (!fp8) build_linears({});
+}
+
+// input_scales: FP8 models with static activation scales, 4 per layer (qkv, wo, gate_up, down) f32 (1) tensors;
+// empty for dynamic activations (and 16-bit models).
+void LlamaModel::build_linears(const std::vector<Tensor>& input_scales) {
+  for (size_t l = 0; l < layers_.size(); l++) {
+    LlamaLayer& ly = layers_[l];
+    if (!dtype_is_fp8(weight_dtype_)) {
+      ly.lin_qkv = linear_weight(ly.qkv), ly.lin_wo = linear_weight(ly.wo->weight);
+      ly.lin_gate_up = linear_weight(ly.gate_up), ly.lin_down = linear_weight(ly.w_down->weight);
+      continue;
+    }
+    auto in = [&](size_t k) { return input_scales.empty() ? Tensor() : input_scales[4 * l + k]; };
+    ly.lin_qkv = linear_weight_fp8(ly.qkv, ly.qkv_scale, in(0));
+    ly.lin_wo = linear_weight_fp8(ly.wo->weight, ly.wo_scale, in(1));
+    ly.lin_gate_up = linear_weight_fp8(ly.gate_up, ly.gate_up_scale, in(2));
+    ly.lin_down = linear_weight_fp8(ly.w_down->weight, ly.down_scale, in(3));
+  }
 }
 
 Param& LlamaModel::param(const std::string& name) {
@@ -113,7 +146,7 @@ Param& LlamaModel::param(const std::string& name) {
 
 std::unique_ptr<LlamaModel> LlamaModel::create(const LlamaConfig& cfg, Device device, DType dtype, bool trainable,
                                                uint64_t seed) {
-  std::unique_ptr<LlamaModel> m(new LlamaModel(cfg, device, dtype, trainable));
+  std::unique_ptr<LlamaModel> m(new LlamaModel(cfg, device, dtype, trainable, dtype));
   uint64_t salt = 0;
   for (auto& p : m->params_) {
     const bool is_norm = p.weight.dim() == 1;

@@ -1,0 +1,114 @@
+// The inference linear layer: 16-bit weights through matmul_fwd, FP8 weights through skinny_gemm (few rows) or
+// activation quantisation + matmul_fp8 (many rows). See linear.h for the paths and why.
+#include "models/common/linear.h"
+
+#include "kernels/elementwise/elementwise.h"
+#include "kernels/matmul/matmul.h"
+#include "kernels/quantize/quantize.h"
+#include "kernels/skinny_gemm/skinny_gemm.h"
+
+namespace anvil {
+
+int64_t LinearWeight::bytes() const {
+  int64_t b = w.defined() ? int64_t(w.nbytes()) : 0;
+  if (w_scale.defined()) b += int64_t(w_scale.nbytes());
+  return b;
+}
+
+LinearWeight linear_weight(const Tensor& w) {
+  check_defined("linear_weight", "w", w);
+  check_dim("linear_weight", "w", w, 2);
+  check_dtype_in("linear_weight", "w", w, {DType::f32, DType::bf16, DType::f16});
+  LinearWeight lw;
+  lw.w = w;
+  return lw;
+}
+
+LinearWeight linear_weight_fp8(const Tensor& w, const Tensor& w_scale, const Tensor& input_scale) {
+  const char* op = "linear_weight_fp8";
+  check_defined(op, "w", w);
+  check_dim(op, "w", w, 2);
+  check_contiguous(op, "w", w);
+  check_dtype_in(op, "w", w, {DType::e4m3fn, DType::e4m3fnuz});
+  check_defined(op, "w_scale", w_scale);
+  check_dim(op, "w_scale", w_scale, 1);
+  ANVIL_CHECK(w_scale.numel() == 1 || w_scale.numel() == w.size(0), op,
+              str("w_scale of shape [1] or [", w.size(0), "] (per output channel)"), w_scale.describe());
+  check_dtype(op, "w_scale", w_scale, DType::f32);
+  check_contiguous(op, "w_scale", w_scale);
+  check_same_device(op, w, "w", w_scale, "w_scale");
+  LinearWeight lw;
+  lw.w = w, lw.w_scale = w_scale;
+  if (input_scale.defined()) {
+    check_shape(op, "input_scale", input_scale, {1});
+    check_dtype(op, "input_scale", input_scale, DType::f32);
+    check_same_device(op, w, "w", input_scale, "input_scale");
+    lw.input_scale = input_scale;
+  }
+  lw.unit = Tensor::from_floats({1.f}, {1}, DType::f32, w.device());
+  return lw;
+}
+
+void linear_scale_rows(const Tensor& acc, const Tensor& row_scale, Tensor& y) {
+  const char* op = "linear_scale_rows";
+  check_dim(op, "acc", acc, 2);
+  check_dtype(op, "acc", acc, DType::f32);
+  check_contiguous(op, "acc", acc);
+  check_shape(op, "row_scale", row_scale, {acc.size(0)});
+  check_dtype(op, "row_scale", row_scale, DType::f32);
+  check_contiguous(op, "row_scale", row_scale);
+  check_shape(op, "y", y, acc.shape());
+  check_dtype_in(op, "y", y, {DType::f32, DType::bf16, DType::f16});
+  check_contiguous(op, "y", y);
+  check_same_device(op, acc, "acc", row_scale, "row_scale");
+  check_same_device(op, acc, "acc", y, "y");
+  if (acc.device().is_cpu()) return linear_scale_rows_cpu(acc, row_scale, y);
+#ifdef ANVIL_HAS_GPU
+  return linear_scale_rows_gpu(acc, row_scale, y);
+#endif
+}
+
+void linear_scale_rows_cpu(const Tensor& acc, const Tensor& row_scale, Tensor& y) {
+  const int64_t N = acc.size(0), OC = acc.size(1);
+  const float* a = acc.data<float>();
+  const float* s = row_scale.data<float>();
+#pragma omp parallel for if (N * OC > 65536)
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t o = 0; o < OC; o++) store_from_f32(y.data_ptr(), y.dtype(), size_t(n * OC + o), a[n * OC + o] * s[n]);
+}
+
+void linear_fwd(const Tensor& x, const LinearWeight& lw, Tensor& y) {
+  const char* op = "linear_fwd";
+  if (!lw.is_fp8()) return matmul_fwd(x, lw.w, Tensor(), y);
+  check_contiguous(op, "x", x);
+  check_dtype_in(op, "x", x, {DType::f32, DType::bf16, DType::f16});
+  ANVIL_CHECK(x.dim() >= 1 && x.size(-1) == lw.w.size(1), op,
+              str("x (..., C) with C = ", lw.w.size(1), " (w's second dimension)"), x.describe());
+  check_same_device(op, x, "x", lw.w, "w");
+  const int64_t N = x.numel() / x.size(-1), C = x.size(-1), OC = lw.w.size(0);
+  Shape ys = x.shape();
+  ys.back() = OC;
+  check_shape(op, "y", y, ys);
+  check_contiguous(op, "y", y);
+  check_dtype_in(op, "y", y, {x.dtype(), DType::f32});
+  Tensor x2 = x.view({N, C}), y2 = y.view({N, OC});
+  if (N <= kSkinnyMaxRows) return skinny_gemm(x2, lw.w, lw.w_scale, y2);
+
+  const Device dev = x.device();
+  Tensor q = Tensor::empty({N, C}, lw.w.dtype(), dev);
+  // matmul_fp8 writes bf16 or f32; an f16 y, and the dynamic path's unscaled rows, go through an f32 buffer.
+  const bool direct = lw.input_scale.defined() && (y.dtype() == DType::f32 || y.dtype() == DType::bf16);
+  Tensor acc = direct ? y2 : Tensor::empty({N, OC}, DType::f32, dev);
+  if (lw.input_scale.defined()) {
+    quantize_fp8_per_tensor(x2, lw.input_scale, q);
+    matmul_fp8(q, lw.input_scale, lw.w, lw.w_scale, acc);
+    if (!direct) cast(acc, y2);
+  } else {
+    Tensor row_scale = Tensor::empty({N}, DType::f32, dev);
+    quantize_fp8_per_token(x2, q, row_scale);
+    matmul_fp8(q, lw.unit, lw.w, lw.w_scale, acc);
+    linear_scale_rows(acc, row_scale, y2);
+  }
+}
+
+}  // namespace anvil

@@ -1,0 +1,47 @@
+// The inference linear layer y = x @ (w_scale * w)^T for a 16/32-bit weight or an FP8 weight with f32 scales.
+//
+// Vocabulary: N rows (B*T tokens), C input features, OC output features.
+// Shapes:  x (N, C) or (B, T, C); w (OC, C) (Hugging Face nn.Linear layout); y (N, OC) or (B, T, OC).
+// Dtypes:  x f32/bf16/f16; w the same dtype as x (16/32-bit), or e4m3fn / e4m3fnuz (FP8) with
+//          w_scale f32 (1) per tensor or (OC) per output channel, and an optional static input_scale f32 (1);
+//          y x's dtype or f32.
+// Paths (FP8):
+//   N <= kSkinnyMaxRows (decode): skinny_gemm, weight-only FP8 (the e4m3 codes are decoded in registers, x stays
+//     16/32-bit; a static input_scale is not applied: x is not quantised). Bound by weight bytes: 1 byte/weight.
+//   N > kSkinnyMaxRows (prefill, big decode batches): x is quantised to e4m3 — per tensor with the static
+//     input_scale when the checkpoint has one, else per token (dynamic, amax/fp8_max per row) — then matmul_fp8
+//     (cuBLASLt FP8 on sm_89+; the tiled kernel decodes both operands in shared memory on GPUs without FP8
+//     arithmetic, e.g. A100/MI250: the stated fallback). matmul_fp8 takes one activation scale, so dynamic rows
+//     run with scale 1 into an f32 buffer and a second kernel multiplies row m by its scale while rounding into y.
+//     CPU: the same two steps (matmul_fp8_cpu decodes to f32 and calls OpenBLAS).
+// Numerics: fp32 accumulation; an FP8 weight stands for w_scale * decode(w) exactly.
+// Graph capture: no host synchronisation and only stream-ordered temporaries (Tensor::empty), so it can sit in a
+//   captured decode step; `unit` is the device constant 1 that matmul_fp8 needs, made when the weight is.
+#pragma once
+#include "core/tensor.h"
+
+namespace anvil {
+
+struct LinearWeight {
+  Tensor w;            // (OC, C): 16/32-bit, or e4m3fn / e4m3fnuz
+  Tensor w_scale;      // FP8: f32 (1) or (OC); else undefined
+  Tensor input_scale;  // FP8, optional: f32 (1) static activation scale; undefined = dynamic per token
+  Tensor unit;         // FP8: f32 (1) = 1 on w's device
+  bool is_fp8() const { return w.defined() && dtype_is_fp8(w.dtype()); }
+  int64_t bytes() const;  // what one pass reads: w and its scales
+};
+
+// A 16/32-bit weight (a view is fine).
+LinearWeight linear_weight(const Tensor& w);
+// An FP8 weight: checks dtypes and shapes, makes `unit`.
+LinearWeight linear_weight_fp8(const Tensor& w, const Tensor& w_scale, const Tensor& input_scale = Tensor());
+
+// y = x @ (w_scale * w)^T. Checks every argument (the 16-bit path through matmul_fwd).
+void linear_fwd(const Tensor& x, const LinearWeight& w, Tensor& y);
+
+// y (N, OC) = acc (N, OC) f32 * row_scale[n] (N) f32, rounded once into y's dtype (f32/bf16/f16).
+void linear_scale_rows(const Tensor& acc, const Tensor& row_scale, Tensor& y);
+void linear_scale_rows_cpu(const Tensor& acc, const Tensor& row_scale, Tensor& y);
+void linear_scale_rows_gpu(const Tensor& acc, const Tensor& row_scale, Tensor& y);
+
+}  // namespace anvil
