@@ -71,7 +71,17 @@ for step in "$@"; do
     graph)  # the graph-vs-eager decode test only
       "$bin/anvil_tests" --gtest_filter='LlamaGraph.*' 2>&1 | tee "$out/graph_test.txt" | tail -n 3
       summary+=("graph test: $(grep -E 'PASSED|FAILED' "$out/graph_test.txt" | head -n 2 | tr '\n' ' ')") ;;
-    *) echo "gpu_run.sh: unknown step '$step' (expected info, ops, grad, perf, unit, decode, ssm, train, graph)" >&2; exit 2 ;;
+    prof)  # Nsight Compute speed-of-light of the Mamba kernels at the issue's shape (when ncu is installed)
+      ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
+      if [ -z "$ncu" ]; then summary+=("prof: no ncu on this machine"); continue; fi
+      for pair in causal_conv1d:causal_conv1d_fwd causal_conv1d:causal_conv1d_bwd "selective_scan:selective_scan_fwd("; do
+        op=${pair%%:*}; f=${pair#*:}; tag=${f%%(}
+        "$ncu" --launch-skip 3 --launch-count 1 --section SpeedOfLight --section Occupancy --section LaunchStats \
+          --section WarpStateStats "$bin/anvil_op_tests" --backend gpu --mode perf --op "$op" --filter "$f" \
+          > "$out/prof_$tag.txt" 2>&1
+        summary+=("prof $tag: $(grep -E 'Memory Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per' "$out/prof_$tag.txt" | tr -s ' ' | tr '\n' ';')")
+      done ;;
+    *) echo "gpu_run.sh: unknown step '$step' (expected info, ops, grad, perf, unit, decode, ssm, train, graph, prof)" >&2; exit 2 ;;
   esac
 done
 echo "==== summary ===="
