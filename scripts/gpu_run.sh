@@ -46,7 +46,7 @@ for step in "$@"; do
       summary+=("unit(gpu):  $(grep -E "PASSED|FAILED" "$out/unit_gpu.txt" | head -n 3 | tr '\n' ' ')") ;;
     decode)
       m=/tmp/llama8b
-      [ -f "$m/config.json" ] || python3 "$here/bench/llama8b_decode.py" --out "$m" 2>&1 | tee "$out/decode_anchor.txt"
+      [ -f "$m/config.json" ] && [ -z "${DECODE_ANCHOR:-}" ] || python3 "$here/bench/llama8b_decode.py" --out "$m" 2>&1 | tee "$out/decode_anchor.txt"
       summary+=("$(grep -h ANCHOR "$out/decode_anchor.txt")")
       bd() {  # label, then anvil bench decode options
         local label="$1"; shift
@@ -58,6 +58,8 @@ for step in "$@"; do
       bd b8 --batch 8 --tokens 64
       bd b32 --batch 32 --tokens 64
       bd b1_ctx2048 --batch 1 --prompt-len 1920 --tokens 128
+      bd b1_fp8 --batch 1 --tokens 128 --dtype fp8
+      bd b8_fp8 --batch 8 --tokens 64 --dtype fp8
       python3 "$here/tools/llama_bf16_parity.py" --model "$m" --anvil "$bin/anvil" --out "$out" 2>&1 | tee "$out/parity_bf16.txt"
       summary+=("$(grep -h PARITY "$out/parity_bf16.txt")") ;;
     ssm)  # every Mamba kernel variant: checked (test + grad) and timed at the issue's shape
