@@ -100,7 +100,7 @@ def main():
                f"mean {sum(rel) / len(rel):.3%}  tol {tol:.0%}  {'PASS' if ok else 'FAIL'}")
     print(verdict)
     if a.svg:
-        write_svg(a.svg, f"{label}: {names[0]} vs {names[1]} (max rel diff {rel[worst]:.2%})", r, t, rel, tol,
+        write_svg(a.svg, f"{label}: {names[0]} vs {names[1]} (max rel diff {rel[worst]:.3%})", r, t, rel, tol,
                   names)
     if a.summary:
         with open(a.summary, "a") as f:
