@@ -93,14 +93,14 @@ def main():
     print(f"{'step':>5} {names[0][:12]:>12} {names[1][:12]:>12} {'rel diff':>9}")
     for i in range(len(r)):
         if i == 0 or (i + 1) % a.every == 0 or i == worst or i == len(r) - 1:
-            print(f"{i + 1:5d} {r[i]:12.5f} {t[i]:12.5f} {rel[i]:9.3%}{'  <- max' if i == worst else ''}")
+            print(f"{i + 1:5d} {r[i]:12.5f} {t[i]:12.5f} {rel[i]:9.2e}{'  <- max' if i == worst else ''}")
     ok = rel[worst] <= tol
     label = f"{ref.get('arch', '?')} {dtype}"
-    verdict = (f"{label:12s} steps {len(r):4d}  max rel diff {rel[worst]:.3%} at step {worst + 1}  "
-               f"mean {sum(rel) / len(rel):.3%}  tol {tol:.0%}  {'PASS' if ok else 'FAIL'}")
+    verdict = (f"{label:12s} steps {len(r):4d}  max rel diff {rel[worst]:.2e} at step {worst + 1}  "
+               f"mean {sum(rel) / len(rel):.1e}  tol {tol:.0%}  {'PASS' if ok else 'FAIL'}")
     print(verdict)
     if a.svg:
-        write_svg(a.svg, f"{label}: {names[0]} vs {names[1]} (max rel diff {rel[worst]:.3%})", r, t, rel, tol,
+        write_svg(a.svg, f"{label}: {names[0]} vs {names[1]} (max rel diff {rel[worst]:.2e})", r, t, rel, tol,
                   names)
     if a.summary:
         with open(a.summary, "a") as f:
