@@ -155,6 +155,7 @@ TrainConfig read_config(toml::table& root, const std::string& source, std::map<s
   r.integer("data.seq_len", c.data.seq_len);
   r.integer("data.batch", c.data.batch);
   r.integer("data.micro_batches", c.data.micro_batches);
+  r.boolean("data.shuffle", c.data.shuffle);
   OptimConfig& o = c.optim;
   r.number("optim.lr", o.lr);
   r.pair("optim.betas", o.beta1, o.beta2);
@@ -277,7 +278,7 @@ nlohmann::json to_json(const TrainConfig& c) {
   const OptimConfig& o = c.optim;
   return {{"model", model},
           {"data", {{"dir", c.data.dir}, {"seq_len", c.data.seq_len}, {"batch", c.data.batch},
-                    {"micro_batches", c.data.micro_batches}}},
+                    {"micro_batches", c.data.micro_batches}, {"shuffle", c.data.shuffle}}},
           {"optim", {{"lr", o.lr}, {"betas", {o.beta1, o.beta2}}, {"eps", o.eps}, {"weight_decay", o.weight_decay},
                      {"grad_clip", o.grad_clip}, {"schedule", o.schedule}, {"warmup_steps", o.warmup_steps},
                      {"decay_fraction", o.decay_fraction}, {"min_lr_ratio", o.min_lr_ratio}}},

@@ -5,7 +5,9 @@
 //   seed = 0                device = "cpu"      dtype = "f32"       recompute = false    peak_tflops = 0
 //   [model]  arch = "llama" | "mamba";  config = "path/config.json" | preset = "name";  [model.hf_config] fields
 //            or init = "hf_checkpoint_dir" (start from pretrained weights; arch and shape come from it)
-//   [data]   dir = "data/x" (from `anvil prepare`);  seq_len = T;  batch = B;  micro_batches = 1
+//   [data]   dir = "data/x" (from `anvil prepare`);  seq_len = T;  batch = B;  micro_batches = 1;
+//            shuffle = true (false: windows in stream order, every epoch the same; for runs compared step by
+//            step with another trainer on the same batches, tools/train_parity.py)
 //   [optim]  lr;  betas = [0.9, 0.95];  eps = 1e-8;  weight_decay = 0.1;  grad_clip = 1.0 (0: off);
 //            schedule = "cosine" | "wsd";  warmup_steps = 0;  decay_fraction = 0.2 (wsd);  min_lr_ratio = 0.1
 //
@@ -29,6 +31,7 @@ struct DataConfig {
   int64_t seq_len = 0;
   int64_t batch = 0;
   int64_t micro_batches = 1;
+  bool shuffle = true;
 };
 
 struct OptimConfig {

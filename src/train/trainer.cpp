@@ -119,7 +119,8 @@ Trainer::Trainer(const TrainConfig& cfg, CausalLM& model) : s_(std::make_unique<
   ANVIL_CHECK(vocab <= 0 || int64_t(meta.vocab_size) <= vocab, "train",
               str("a dataset whose token ids fit the model's vocabulary (", vocab, ")"),
               str("vocab_size ", meta.vocab_size, " in '", cfg.data.dir, "' (prepared with another tokenizer?)"));
-  s_->train = std::make_unique<BatchLoader>(train, cfg.data.batch, cfg.data.seq_len, cfg.seed, true);
+  s_->train = std::make_unique<BatchLoader>(train, cfg.data.batch, cfg.data.seq_len, cfg.seed,
+                                           cfg.data.shuffle);
   auto val = std::make_shared<TokenStream>(cfg.data.dir, "val");
   int64_t val_windows = val->size() > cfg.data.seq_len ? (val->size() - 1) / cfg.data.seq_len : 0;
   if (val_windows > 0)
@@ -154,6 +155,8 @@ void Trainer::resume(const std::string& dir) {
   for (const char* k : {"seq_len", "batch", "micro_batches"})
     same(old["data"][k], now["data"][k], str("data.", k));
   same(old["seed"], now["seed"], "seed");
+  // Checkpoints written before data.shuffle existed have no such key: they were shuffled.
+  same(old["data"].value("shuffle", true), now["data"]["shuffle"], "data.shuffle");
   same(st["dataset"], s.trainer_state()["dataset"], "the dataset (tokenizer and train tokens)");
 
   bool masters = s.opt.load((fs::path(dir) / "optimizer.safetensors").string());

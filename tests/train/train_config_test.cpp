@@ -55,6 +55,7 @@ TEST(TrainConfig, ParsesEveryKeyWithDefaults) {
   EXPECT_EQ(c.model.config_path, "configs/models/llama-tiny.json");
   EXPECT_EQ(c.data.seq_len, 128);
   EXPECT_EQ(c.data.micro_batches, 2);
+  EXPECT_TRUE(c.data.shuffle);  // default
   EXPECT_EQ(c.tokens_per_step(), 128 * 8 * 2);
   EXPECT_DOUBLE_EQ(c.optim.lr, 3e-3);
   EXPECT_DOUBLE_EQ(c.optim.beta2, 0.99);
@@ -81,6 +82,7 @@ TEST(TrainConfig, WrongTypesAndImpossibleValues) {
   EXPECT_TRUE(has(error_of(kRecipe, {"data.batch=0"}), "data.batch"));
   EXPECT_TRUE(has(error_of(kRecipe, {"data.seq_len=\"long\""}), "integer"));
   EXPECT_TRUE(has(error_of(kRecipe, {"optim.betas=[0.9]"}), "two numbers"));
+  EXPECT_TRUE(has(error_of(kRecipe, {"data.shuffle=no"}), "data.shuffle"));
   EXPECT_TRUE(has(error_of(kRecipe, {"optim.betas=[0.9, 1.0]"}), "optim.betas"));
   EXPECT_TRUE(has(error_of(kRecipe, {"optim.schedule=linear"}), "optim.schedule"));
   EXPECT_TRUE(has(error_of(kRecipe, {"optim.warmup_steps=500"}), "optim.warmup_steps"));
@@ -97,11 +99,13 @@ TEST(TrainConfig, WrongTypesAndImpossibleValues) {
 TEST(TrainConfig, SetOverridesAnyKey) {
   TrainConfig c = parse_train_config(kRecipe, "recipe.toml",
                                      {"optim.lr=1e-4", "out_dir=runs/other", "steps=7", "optim.warmup_steps=0",
-                                      "recompute=true", "model.hf_config.hidden_size=64"});
+                                      "recompute=true", "model.hf_config.hidden_size=64", "data.shuffle=false"});
   EXPECT_DOUBLE_EQ(c.optim.lr, 1e-4);
   EXPECT_EQ(c.out_dir, "runs/other");  // not TOML: taken as a string
   EXPECT_EQ(c.steps, 7);
   EXPECT_TRUE(c.recompute);
+  EXPECT_FALSE(c.data.shuffle);
+  EXPECT_EQ(to_json(c)["data"]["shuffle"], false);
   EXPECT_EQ(c.model.overrides["hidden_size"].get<int>(), 64);
   std::string e = error_of(kRecipe, {"optim.lrr=1"});
   EXPECT_TRUE(has(e, "optim.lrr") && has(e, "--set optim.lrr=1")) << e;
