@@ -70,6 +70,9 @@ for step in "$@"; do
     train)  # training throughput, the four rows of the training issue
       OUT="$out/train" TIMEOUT="${TRAIN_TIMEOUT:-150}" bash "$here/bench/train_throughput.sh" "$bin/anvil" 2>&1 | tee "$out/train_throughput.txt"
       summary+=("train: see train_throughput.txt") ;;
+    trainparity)  # bf16 (and GPU f32) training loss curves against PyTorch's on the same batches
+      OUT="$out/parity" bash "$here/scripts/parity_gpu.sh" "$bin/anvil" 2>&1 | tee "$out/train_parity.txt" | tail -n 20
+      summary+=("train parity: $(tr '\n' ' ' < "$out/parity/parity_summary.txt" 2>/dev/null)") ;;
     graph)  # the graph-vs-eager decode test only
       "$bin/anvil_tests" --gtest_filter='LlamaGraph.*' 2>&1 | tee "$out/graph_test.txt" | tail -n 3
       summary+=("graph test: $(grep -E 'PASSED|FAILED' "$out/graph_test.txt" | head -n 2 | tr '\n' ' ')") ;;
@@ -83,7 +86,7 @@ for step in "$@"; do
           > "$out/prof_$tag.txt" 2>&1
         summary+=("prof $tag: $(grep -E 'Memory Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per' "$out/prof_$tag.txt" | tr -s ' ' | tr '\n' ';')")
       done ;;
-    *) echo "gpu_run.sh: unknown step '$step' (expected info, ops, grad, perf, unit, decode, ssm, train, graph, prof)" >&2; exit 2 ;;
+    *) echo "gpu_run.sh: unknown step '$step' (expected info, ops, grad, perf, unit, decode, ssm, train, trainparity, graph, prof)" >&2; exit 2 ;;
   esac
 done
 echo "==== summary ===="
