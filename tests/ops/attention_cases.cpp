@@ -177,7 +177,8 @@ std::vector<OpCase> cases() {
   std::vector<OpCase> out;
   // Odd T catch the tails of the 64-query and 32-key tiles; NH/NKV covers MHA (4/4), GQA 2, 3 and 4.
   const S shapes[] = {{1, 1, 2, 1, 64},  {2, 7, 4, 2, 64},   {1, 19, 2, 1, 96},
-                      {1, 130, 8, 2, 128}, {2, 65, 6, 3, 80}, {1, 257, 4, 4, 96}};
+                      {1, 130, 8, 2, 128}, {2, 65, 6, 3, 80}, {1, 257, 4, 4, 96},
+                      {2, 70, 4, 2, 16},   {1, 33, 2, 1, 32}};  // small heads: fewer column groups than lanes
   for (DType dt : {DType::f32, DType::bf16, DType::f16})
     for (S s : shapes) {
       const double scale = 1.0 / std::sqrt(double(s.HD));

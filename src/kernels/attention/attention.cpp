@@ -6,7 +6,7 @@
 
 namespace anvil {
 
-static bool gpu_head_dim(int64_t HD) { return HD == 64 || HD == 80 || HD == 96 || HD == 128; }
+static bool gpu_head_dim(int64_t HD) { return HD == 16 || HD == 32 || HD == 64 || HD == 80 || HD == 96 || HD == 128; }
 
 // t must have `shape`, q's dtype and device, and be contiguous.
 static void check_like(const char* op, const char* name, const Tensor& t, const Shape& shape, const Tensor& q) {
@@ -29,7 +29,7 @@ static void check_qkv(const char* op, const Tensor& q, const Tensor& k, const Te
   check_like(op, "v", v, {B, T, NKV, HD}, q);
   ANVIL_CHECK(std::isfinite(scale), op, "a finite scale", scale);
   if (q.device().is_gpu())
-    ANVIL_CHECK(gpu_head_dim(HD), op, "HD in {64, 80, 96, 128} on the GPU", HD);
+    ANVIL_CHECK(gpu_head_dim(HD), op, "HD in {16, 32, 64, 80, 96, 128} on the GPU", HD);
 }
 
 static void check_lse(const char* op, const Tensor& lse, const Tensor& q) {
@@ -95,7 +95,7 @@ void attention_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
     return attention_decode_cpu(q, k_cache, v_cache, lens, scale, out);
   }
 #ifdef ANVIL_HAS_GPU
-  ANVIL_CHECK(gpu_head_dim(HD), op, "HD in {64, 80, 96, 128} on the GPU", HD);
+  ANVIL_CHECK(gpu_head_dim(HD), op, "HD in {16, 32, 64, 80, 96, 128} on the GPU", HD);
   return attention_decode_gpu(q, k_cache, v_cache, lens, scale, out);
 #endif
 }

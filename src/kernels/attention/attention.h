@@ -2,7 +2,7 @@
 //
 // Shapes:  q, out, dq, dout: (B, T, NH, HD);  k, v, dk, dv: (B, T, NKV, HD), NH % NKV == 0 (query head h
 //          reads kv head h / (NH / NKV));  lse: (B, NH, T) f32, the log-sum-exp of each softmax row, saved by
-//          the forward for the backward.  HD in {64, 80, 96, 128} on the GPU (any on the CPU).
+//          the forward for the backward.  HD in {16, 32, 64, 80, 96, 128} on the GPU (any on the CPU).
 // Dtypes:  q, k, v, out in f32/bf16/f16 (the same).
 // Numerics: fp32 softmax with the running-max rescaling of flash attention; the GPU never materialises the
 //          T x T matrix (forward and backward work on tiles in shared memory/registers).

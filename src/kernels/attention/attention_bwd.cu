@@ -286,11 +286,13 @@ void attention_bwd_gpu(const Tensor& dout, const Tensor& q, const Tensor& k, con
               "B*NKV < 2^31 and T <= 2097120", q.describe());
   ANVIL_DISPATCH_FLOAT(q.dtype(), T_, {
     switch (HD) {
+      case 16: launch<T_, 16>(dout, q, k, v, out, lse, scale, dq, dk, dv); break;  // small models (tests, tiny parity runs)
+      case 32: launch<T_, 32>(dout, q, k, v, out, lse, scale, dq, dk, dv); break;
       case 64: launch<T_, 64>(dout, q, k, v, out, lse, scale, dq, dk, dv); break;
       case 80: launch<T_, 80>(dout, q, k, v, out, lse, scale, dq, dk, dv); break;
       case 96: launch<T_, 96>(dout, q, k, v, out, lse, scale, dq, dk, dv); break;
       case 128: launch<T_, 128>(dout, q, k, v, out, lse, scale, dq, dk, dv); break;
-      default: ANVIL_THROW("attention_bwd", "HD in {64, 80, 96, 128}", HD);
+      default: ANVIL_THROW("attention_bwd", "HD in {16, 32, 64, 80, 96, 128}", HD);
     }
   });
 }

@@ -136,11 +136,13 @@ void attention_decode_gpu(const Tensor& q, const Tensor& k_cache, const Tensor& 
   ANVIL_CHECK(B * NH <= 65535, "attention_decode", "B*NH <= 65535 (grid y)", q.describe());
   ANVIL_DISPATCH_FLOAT(q.dtype(), T_, {
     switch (HD) {
+      case 16: launch<T_, 16>(q, k_cache, v_cache, lens, scale, out); break;  // small models (tests, tiny parity runs)
+      case 32: launch<T_, 32>(q, k_cache, v_cache, lens, scale, out); break;
       case 64: launch<T_, 64>(q, k_cache, v_cache, lens, scale, out); break;
       case 80: launch<T_, 80>(q, k_cache, v_cache, lens, scale, out); break;
       case 96: launch<T_, 96>(q, k_cache, v_cache, lens, scale, out); break;
       case 128: launch<T_, 128>(q, k_cache, v_cache, lens, scale, out); break;
-      default: ANVIL_THROW("attention_decode", "HD in {64, 80, 96, 128}", HD);
+      default: ANVIL_THROW("attention_decode", "HD in {16, 32, 64, 80, 96, 128}", HD);
     }
   });
 }
