@@ -5,6 +5,7 @@
 #include "core/dispatch.h"
 #include "kernels/elementwise/fp8_io.h"
 #include "kernels/rope/rope.h"
+#include "kernels/rope/rope_rotate.cuh"
 
 namespace anvil {
 namespace {
@@ -22,27 +23,12 @@ __global__ void __launch_bounds__(kThreads) rope_kernel(const T* x, const int32_
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     const float p = float(pos[n]);
     __syncthreads();  // the previous token's table is no longer read
-    for (int i = threadIdx.x; i < half; i += kThreads) {
-      float s, c;
-      sincosf(p * inv_freq[i], &s, &c);
-      cs[i] = c;
-      cs[half + i] = sign * s;
-    }
+    rope_gpu::fill_table(cs, p, inv_freq, half, sign, kThreads);
     __syncthreads();
     const int64_t base = n * NH * HD;
     for (int k = threadIdx.x; k < items; k += kThreads) {
       const int h = k / per_head, i = (k - h * per_head) * P;
-      const int64_t o = base + int64_t(h) * HD + i;
-      const auto a = load_vec<T, P>(x + o), b = load_vec<T, P>(x + o + half);
-      Vec<T, P> ya, yb;
-#pragma unroll
-      for (int j = 0; j < P; j++) {
-        const float x1 = to_f32(a.v[j]), x2 = to_f32(b.v[j]), c = cs[i + j], s = cs[half + i + j];
-        ya.v[j] = from_f32<T>(x1 * c - x2 * s);
-        yb.v[j] = from_f32<T>(x2 * c + x1 * s);
-      }
-      store_vec(y + o, ya);
-      store_vec(y + o + half, yb);
+      rope_gpu::rotate<T, P>(x + base + int64_t(h) * HD, y + base + int64_t(h) * HD, cs, i, half);
     }
   }
 }

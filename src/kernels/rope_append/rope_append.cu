@@ -5,6 +5,7 @@
 #include "backends/gpu/common.cuh"
 #include "core/dispatch.h"
 #include "kernels/elementwise/fp8_io.h"
+#include "kernels/rope/rope_rotate.cuh"
 #include "kernels/rope_append/rope_append.h"
 
 namespace anvil {
@@ -16,21 +17,6 @@ struct Dims {
   int64_t N;    // B*T tokens
   int T, NH, NKV, HD, Tmax;
 };
-
-// Rotates P pairs (x[i..i+P), x[i+half..]) by the table and stores them at y.
-template <class T, int P>
-__device__ __forceinline__ void rotate(const T* x, T* y, const float* cs, int i, int half) {
-  const auto a = load_vec<T, P>(x + i), b = load_vec<T, P>(x + i + half);
-  Vec<T, P> ya, yb;
-#pragma unroll
-  for (int j = 0; j < P; j++) {
-    const float x1 = to_f32(a.v[j]), x2 = to_f32(b.v[j]), c = cs[i + j], s = cs[half + i + j];
-    ya.v[j] = from_f32<T>(x1 * c - x2 * s);
-    yb.v[j] = from_f32<T>(x2 * c + x1 * s);
-  }
-  store_vec(y + i, ya);
-  store_vec(y + i + half, yb);
-}
 
 template <class T, bool VEC>
 __global__ void __launch_bounds__(kThreads) rope_append_kernel(const T* __restrict__ qkv,
@@ -46,12 +32,7 @@ __global__ void __launch_bounds__(kThreads) rope_append_kernel(const T* __restri
     const int64_t b = n / d.T;
     const int pos = start[b] + int(n - b * d.T);
     __syncthreads();  // the previous token's table is no longer read
-    for (int i = threadIdx.x; i < half; i += kThreads) {
-      float s, c;
-      sincosf(float(pos) * inv_freq[i], &s, &c);
-      cs[i] = c;
-      cs[half + i] = s;
-    }
+    rope_gpu::fill_table(cs, float(pos), inv_freq, half, 1.f, kThreads);
     __syncthreads();
     const T* x = qkv + n * (QD + 2 * KVD);
     const bool in_cache = pos >= 0 && pos < d.Tmax;
@@ -59,12 +40,12 @@ __global__ void __launch_bounds__(kThreads) rope_append_kernel(const T* __restri
     for (int k = threadIdx.x; k < q_items + k_items + v_items; k += kThreads) {
       if (k < q_items) {
         const int h = k / per_head, i = (k - h * per_head) * P;
-        rotate<T, P>(x + int64_t(h) * HD, q + n * QD + int64_t(h) * HD, cs, i, half);
+        rope_gpu::rotate<T, P>(x + int64_t(h) * HD, q + n * QD + int64_t(h) * HD, cs, i, half);
       } else if (!in_cache) {
         break;
       } else if (k < q_items + k_items) {
         const int kk = k - q_items, h = kk / per_head, i = (kk - h * per_head) * P;
-        rotate<T, P>(x + QD + int64_t(h) * HD, kc + row + int64_t(h) * HD, cs, i, half);
+        rope_gpu::rotate<T, P>(x + QD + int64_t(h) * HD, kc + row + int64_t(h) * HD, cs, i, half);
       } else {
         const int64_t o = int64_t(k - q_items - k_items) * P;
         store_vec(vc + row + o, load_vec<T, P>(x + QD + KVD + o));
