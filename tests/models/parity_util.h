@@ -54,19 +54,40 @@ inline int argmax(const std::vector<float>& v, size_t off, size_t n) {
 
 using Loader = std::function<std::unique_ptr<CausalLM>(const std::string& dir, bool trainable)>;
 
-inline void check_logits(CausalLM& m, const SafetensorsIndex& ref, const char* tag, double* worst) {
+// How close logits must be. Default: max|err| <= 1e-4 max|logit| (the Llama issue's f32 bound). With rtol > 0,
+// element-wise |err| <= atol + rtol |ref| instead (mamba_ssm's own f32 test bounds: rtol 6e-4, atol 2e-3), for
+// deep models where 24 layers of f32 summation-order differences add up.
+struct LogitTol {
+  double max_rel = 1e-4;
+  double rtol = 0, atol = 0;
+};
+
+inline void check_logits(CausalLM& m, const SafetensorsIndex& ref, const char* tag, double* worst,
+                         const LogitTol& tol = {}) {
   for (std::string p : {"prompt.0", "prompt.1", "prompt.2", "batch"}) {
     Tensor logits = m.logits(ids_i32(ref.get(p + ".input_ids")));
-    Err e = compare(logits, ref.get(p + ".logits"));
+    Tensor want = ref.get(p + ".logits");
+    Err e = compare(logits, want);
     const double rel = e.max_abs / e.ref_max;
     *worst = std::max(*worst, rel);
-    EXPECT_LE(rel, 1e-4) << tag << " " << p << " logits: max|err| " << e.max_abs << " of max|logit| " << e.ref_max;
+    if (tol.rtol > 0) {
+      auto g = logits.to_floats(), r = want.to_floats();
+      size_t bad = 0;
+      for (size_t i = 0; i < g.size() && i < r.size(); i++)
+        bad += std::fabs(double(g[i]) - r[i]) > tol.atol + tol.rtol * std::fabs(double(r[i]));
+      EXPECT_EQ(bad, 0u) << tag << " " << p << " logits: " << bad << " elements outside atol " << tol.atol
+                         << " + rtol " << tol.rtol << " |ref| (max|err| " << e.max_abs << ")";
+    } else {
+      EXPECT_LE(rel, tol.max_rel) << tag << " " << p << " logits: max|err| " << e.max_abs << " of max|logit| "
+                                  << e.ref_max;
+    }
   }
 }
 
 // fixture_name: a folder of tests/fixtures, or an absolute path (a big fixture made on the fly). all_grads: the
 // fixture holds every parameter's gradient (the committed ones); big fixtures hold a sample (fixture_common.py).
-inline void run_parity(const std::string& fixture_name, const Loader& load, bool all_grads = true) {
+inline void run_parity(const std::string& fixture_name, const Loader& load, bool all_grads = true,
+                       const LogitTol& tol = {}) {
   const std::string dir = fixture_name.rfind('/', 0) == 0 ? fixture_name : fixture(fixture_name);
   SafetensorsIndex ref(dir + "/reference.safetensors");
   auto model = load(dir, /*trainable=*/true);
@@ -74,7 +95,7 @@ inline void run_parity(const std::string& fixture_name, const Loader& load, bool
 
   // Logits.
   double worst_logit = 0;
-  check_logits(*model, ref, "loaded", &worst_logit);
+  check_logits(*model, ref, "loaded", &worst_logit, tol);
 
   // Loss and gradients. transformers shifts inside: position t predicts labels[t + 1]; -100 is ignored.
   Tensor ids = ids_i32(ref.get("batch.input_ids"));
@@ -133,8 +154,8 @@ inline void run_parity(const std::string& fixture_name, const Loader& load, bool
   }
 
   // Save -> load round trip: identical logits.
-  const std::string tmp = (std::filesystem::temp_directory_path() / str("anvil_parity_", fixture_name, "_",
-                                                                          ::getpid())).string();
+  const std::string leaf = std::filesystem::path(dir).filename().string();
+  const std::string tmp = (std::filesystem::temp_directory_path() / str("anvil_parity_", leaf, "_", ::getpid())).string();
   model->save(tmp);
   auto again = load(tmp, /*trainable=*/false);
   double worst_rt = 0;
