@@ -2,7 +2,8 @@
 // the RESULT line, judges the targets, and refuses bad options. The binary comes from ANVIL_BIN (set by ctest;
 // the working directory is the source tree, so configs/models and tests/fixtures resolve).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
+
+#include "run_anvil.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -11,52 +12,37 @@
 
 namespace {
 
-struct Output {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
+using anvil::test::CmdOutput;
+using anvil::test::has;
+using Output = CmdOutput;
 
-Output anvil(const std::string& args) {
-  Output r;
-  const std::string cmd = std::string("'") + std::getenv("ANVIL_BIN") + "' " + args + " </dev/null 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using anvil::test::run_anvil;
 
-bool has(const Output& r, const std::string& s) { return r.out.find(s) != std::string::npos; }
 
 class BenchTrain : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* bin = std::getenv("ANVIL_BIN");
-    if (!bin || !*bin) GTEST_SKIP() << "ANVIL_BIN is not set";
-    if (!std::filesystem::exists(bin)) GTEST_SKIP() << "ANVIL_BIN=" << bin << " does not exist (not built)";
+    if (const std::string why = anvil::test::anvil_bin_missing(); !why.empty()) GTEST_SKIP() << why;
   }
 };
 
 TEST_F(BenchTrain, LlamaTinyOnCpu) {
   // A target of 1 tok/s is met by any machine; 1e12 by none. The memory target: 100 GB of RSS is never reached.
-  Output r = anvil("bench train --model configs/models/llama-tiny.json --batch 2 --seq 64 --steps 2 --warmup 1 "
+  Output r = run_anvil("bench train --model configs/models/llama-tiny.json --batch 2 --seq 64 --steps 2 --warmup 1 "
                    "--device cpu --target-tok-s 1 --target-mem-gb 100");
   ASSERT_EQ(r.code, 0) << r.out;
   for (const char* s : {"tokens/s (median)", "ms/step", "MFU", "- (GPU only)", "peak memory (RSS)",
                         "activations kept", "RESULT model=configs/models/llama-tiny.json batch=2 seq=64 dtype=f32",
                         "tok_target=MET mem_target=MET"})
     EXPECT_TRUE(has(r, s)) << s << " missing in:\n" << r.out;
-  r = anvil("bench train --model llama-tiny --batch 1 --seq 32 --steps 1 --warmup 0 --device cpu "
+  r = run_anvil("bench train --model llama-tiny --batch 1 --seq 32 --steps 1 --warmup 0 --device cpu "
             "--target-tok-s 1e12");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(has(r, "tok_target=MISSED mem_target=-")) << r.out;
 }
 
 TEST_F(BenchTrain, MambaTinyWithRecompute) {
-  Output r = anvil("bench train --model tests/fixtures/mamba_tiny/config.json --batch 2 --seq 40 --steps 2 "
+  Output r = run_anvil("bench train --model tests/fixtures/mamba_tiny/config.json --batch 2 --seq 40 --steps 2 "
                    "--warmup 1 --device cpu --recompute");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(has(r, "recompute on")) << r.out;
@@ -65,16 +51,16 @@ TEST_F(BenchTrain, MambaTinyWithRecompute) {
 }
 
 TEST_F(BenchTrain, BadOptionsExitWith2Or1) {
-  Output r = anvil("bench train --batch 2");  // no --model
+  Output r = run_anvil("bench train --batch 2");  // no --model
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_TRUE(has(r, "--model")) << r.out;
-  r = anvil("bench train --model llama-tiny --seq 0");
+  r = run_anvil("bench train --model llama-tiny --seq 0");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_TRUE(has(r, "--seq")) << r.out;
-  r = anvil("bench train --model no-such-preset --device cpu");
+  r = run_anvil("bench train --model no-such-preset --device cpu");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_TRUE(has(r, "no-such-preset")) << r.out;
-  r = anvil("bench train --model llama-tiny --seq 4096 --device cpu");  // past max_position_embeddings (512)
+  r = run_anvil("bench train --model llama-tiny --seq 4096 --device cpu");  // past max_position_embeddings (512)
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_TRUE(has(r, "512")) << r.out;
 }

@@ -1,7 +1,8 @@
 // The anvil binary on bad command lines: a non-zero exit and a message that names the problem. The binary's
 // path comes from ANVIL_BIN (set by ctest); without it these tests are skipped.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
+
+#include "run_anvil.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -10,79 +11,62 @@
 
 namespace {
 
-struct Output {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
+using anvil::test::CmdOutput;
+using anvil::test::has;
+using Output = CmdOutput;
 
-// Runs `anvil <args>` through the shell with stdin from /dev/null.
-Output anvil(const std::string& args) {
-  Output r;
-  const char* bin = std::getenv("ANVIL_BIN");
-  std::string cmd = std::string("'") + bin + "' " + args + " </dev/null 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using anvil::test::run_anvil;
 
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* bin = std::getenv("ANVIL_BIN");
-    if (!bin || !*bin) GTEST_SKIP() << "ANVIL_BIN is not set";
-    if (!std::filesystem::exists(bin)) GTEST_SKIP() << "ANVIL_BIN=" << bin << " does not exist (not built)";
+    if (const std::string why = anvil::test::anvil_bin_missing(); !why.empty()) GTEST_SKIP() << why;
   }
 };
 
-bool has(const Output& r, const std::string& s) { return r.out.find(s) != std::string::npos; }
 
 }  // namespace
 
 TEST_F(Cli, UnknownOptionExitsWith2AndNamesIt) {
   for (const char* cmd : {"generate --model x --prompt hi", "chat --model x", "bench decode --model x"}) {
-    Output r = anvil(std::string(cmd) + " --no-such-option");
+    Output r = run_anvil(std::string(cmd) + " --no-such-option");
     EXPECT_EQ(r.code, 2) << cmd << ": " << r.out;
     EXPECT_TRUE(has(r, "--no-such-option")) << r.out;
   }
 }
 
 TEST_F(Cli, BadValuesAndMissingOptionsExitWith2) {
-  Output r = anvil("generate --model x --prompt hi --temperature warm");
+  Output r = run_anvil("generate --model x --prompt hi --temperature warm");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_TRUE(has(r, "--temperature")) << r.out;
-  r = anvil("generate --model x --prompt hi --top-p 7");
+  r = run_anvil("generate --model x --prompt hi --top-p 7");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_TRUE(has(r, "--top-p")) << r.out;
-  r = anvil("generate --prompt hi");
+  r = run_anvil("generate --prompt hi");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_TRUE(has(r, "--model")) << r.out;
-  r = anvil("generate --model x --prompt hi --dtype f64");
+  r = run_anvil("generate --model x --prompt hi --dtype f64");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_TRUE(has(r, "--dtype")) << r.out;
-  r = anvil("bench");
+  r = run_anvil("bench");
   EXPECT_EQ(r.code, 2) << r.out;
-  r = anvil("bench decode --model x --batch 0");
+  r = run_anvil("bench decode --model x --batch 0");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_TRUE(has(r, "--batch")) << r.out;
-  r = anvil("no-such-command");
+  r = run_anvil("no-such-command");
   EXPECT_EQ(r.code, 2) << r.out;
 }
 
 TEST_F(Cli, HelpShowsDefaultsAndExitsWith0) {
-  Output r = anvil("generate --help");
+  Output r = run_anvil("generate --help");
   EXPECT_EQ(r.code, 0) << r.out;
   for (const char* s : {"--max-tokens", "128", "--temperature", "0.8", "--top-k", "40", "--top-p", "0.95",
                         "--seed", "--greedy", "--stop", "--no-stream", "--chat", "--device", "--dtype"})
     EXPECT_TRUE(has(r, s)) << s << " missing from:\n" << r.out;
-  r = anvil("chat --help");
+  r = run_anvil("chat --help");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(has(r, "/reset")) << r.out;
-  r = anvil("bench decode --help");
+  r = run_anvil("bench decode --help");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(has(r, "--bandwidth-tbs")) << r.out;
 }
@@ -90,7 +74,7 @@ TEST_F(Cli, HelpShowsDefaultsAndExitsWith0) {
 TEST_F(Cli, MissingModelDirectoryOrTokenizerIsAClearError) {
   const std::string missing = "/nonexistent/anvil-model-dir";
   for (const std::string cmd : {"generate --prompt hi --model ", "chat --model ", "bench decode --model "}) {
-    Output r = anvil(cmd + missing);
+    Output r = run_anvil(cmd + missing);
     EXPECT_NE(r.code, 0) << cmd << ": " << r.out;
     EXPECT_TRUE(has(r, missing)) << r.out;
     EXPECT_TRUE(has(r, "does not exist")) << r.out;
@@ -98,10 +82,10 @@ TEST_F(Cli, MissingModelDirectoryOrTokenizerIsAClearError) {
   // A directory without tokenizer.json.
   const auto dir = std::filesystem::temp_directory_path() / "anvil_cli_no_tokenizer";
   std::filesystem::create_directories(dir);
-  Output r = anvil("generate --prompt hi --model " + dir.string());
+  Output r = run_anvil("generate --prompt hi --model " + dir.string());
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_TRUE(has(r, "tokenizer.json")) << r.out;
-  r = anvil("chat --model " + dir.string());
+  r = run_anvil("chat --model " + dir.string());
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_TRUE(has(r, "tokenizer.json")) << r.out;
   std::filesystem::remove_all(dir);

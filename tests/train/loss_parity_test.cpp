@@ -4,7 +4,8 @@
 // rate peak * (s + 1) / warmup does not depend on the total, so `--set steps=20` sees exactly the learning rates
 // of the first 20 steps of the committed 200-step PyTorch curve. The binary comes from ANVIL_BIN (set by ctest).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
+
+#include "../cli/run_anvil.h"
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,15 +38,10 @@ std::string slurp(const fs::path& p) {
 // One OpenMP thread: at this size (256 tokens a step) threads cost more than they give, and on a busy 2-core CI
 // machine 20 Llama steps took 31 s with two threads against 3.3 s with one.
 int anvil_train(const std::string& args, std::string& out) {
-  std::string cmd = std::string("cd '") + ANVIL_SOURCE_DIR + "' && OMP_NUM_THREADS=1 '" + std::getenv("ANVIL_BIN") +
-                    "' train " + args + " </dev/null 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return -1;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  const anvil::test::CmdOutput r =
+      anvil::test::run_anvil("train " + args, std::string("cd '") + ANVIL_SOURCE_DIR + "' && OMP_NUM_THREADS=1 ");
+  out += r.out;
+  return r.code;
 }
 
 std::string train_args(const std::string& arch, const fs::path& run) {
@@ -54,9 +50,7 @@ std::string train_args(const std::string& arch, const fs::path& run) {
 }
 
 void check_parity(const std::string& arch) {
-  const char* bin = std::getenv("ANVIL_BIN");
-  if (!bin || !*bin) GTEST_SKIP() << "ANVIL_BIN is not set";
-  if (!fs::exists(bin)) GTEST_SKIP() << "ANVIL_BIN=" << bin << " does not exist (not built)";
+  if (const std::string why = anvil::test::anvil_bin_missing(); !why.empty()) GTEST_SKIP() << why;
   const fs::path fixtures = fs::path(ANVIL_SOURCE_DIR) / "tests/fixtures/parity";
   const fs::path ref = fixtures / (arch + "_torch_f32.json");
   ASSERT_TRUE(fs::exists(ref)) << ref << " is missing (tools/train_parity.py torch --arch " << arch << ")";
