@@ -1,7 +1,10 @@
 // Device helpers shared by the sequential selective-scan kernels (selective_scan_fwd_seq.cu,
 // selective_scan_bwd_seq.cu): per-(channel, step) nonlinearities and guarded 16-byte pack loads.
 #pragma once
+#include <initializer_list>
+
 #include "backends/gpu/common.cuh"
+#include "core/tensor.h"
 
 namespace anvil::scan_seq {
 
@@ -45,6 +48,14 @@ __device__ __forceinline__ gpu::Pack<T> zero_pack() {
 #pragma unroll
   for (int i = 0; i < gpu::Pack<T>::N; i++) pk.v[i] = from_f32<T>(0.f);
   return pk;
+}
+
+// Host: 16-byte loads need every row to start on 16 bytes (with L a multiple of the pack, the base pointers
+// decide); undefined (optional) tensors do not count.
+inline bool all_aligned16(std::initializer_list<const Tensor*> ts) {
+  bool ok = true;
+  for (const Tensor* t : ts) ok = ok && (!t->defined() || gpu::aligned16(t->data_ptr()));
+  return ok;
 }
 
 }  // namespace anvil::scan_seq

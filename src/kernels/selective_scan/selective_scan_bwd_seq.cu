@@ -352,11 +352,6 @@ void launch_bwd_seq(const BwdSeqParams& p, unsigned grid) {
   ANVIL_LAUNCH_CHECK();
 }
 
-bool aligned_all(std::initializer_list<const Tensor*> ts) {
-  bool ok = true;
-  for (const Tensor* t : ts) ok = ok && (!t->defined() || gpu::aligned16(t->data_ptr()));
-  return ok;
-}
 
 }  // namespace
 
@@ -412,7 +407,7 @@ bool selective_scan_bwd_seq_gpu(int variant, const Tensor& dout, const Tensor& u
   Tensor ck = Tensor::empty({grid * kTiles * kThreads * 4}, DType::f32, u.device());
   p.ck = reinterpret_cast<float4*>(ck.data<float>());
   ANVIL_DISPATCH_FLOAT(u.dtype(), T, {
-    const bool vec = p.L % gpu::Pack<T>::N == 0 && aligned_all({&u, &delta, &Bm, &Cm, &z, &dout});
+    const bool vec = p.L % gpu::Pack<T>::N == 0 && scan_seq::all_aligned16({&u, &delta, &Bm, &Cm, &z, &dout});
     if (vec) launch_bwd_seq<T, true>(p, unsigned(grid));
     else launch_bwd_seq<T, false>(p, unsigned(grid));
     if (!f32) {

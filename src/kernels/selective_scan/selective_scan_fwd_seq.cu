@@ -289,12 +289,6 @@ void launch_seq(const SeqParams& p, int64_t batches, bool vec) {
   ANVIL_LAUNCH_CHECK();
 }
 
-// 16-byte loads need every row to start on 16 bytes (with L a multiple of the pack, the base pointers decide).
-bool all_aligned16(std::initializer_list<const Tensor*> ts) {
-  bool ok = true;
-  for (const Tensor* t : ts) ok = ok && (!t->defined() || gpu::aligned16(t->data_ptr()));
-  return ok;
-}
 
 }  // namespace
 
@@ -330,7 +324,7 @@ bool selective_scan_fwd_seq_gpu(int variant, const Tensor& u, const Tensor& delt
   p.chunks = int(selective_scan_chunks(p.L));
   p.softplus = delta_softplus;
   ANVIL_DISPATCH_FLOAT(u.dtype(), T, {
-    const bool vec = p.L % gpu::Pack<T>::N == 0 && all_aligned16({&u, &delta, &Bm, &Cm, &z, &out});
+    const bool vec = p.L % gpu::Pack<T>::N == 0 && scan_seq::all_aligned16({&u, &delta, &Bm, &Cm, &z, &out});
     const int64_t batches = u.size(0);
     switch (variant) {
       // Q lanes x 16/Q states per channel; POLY of each 4 steps x S states' exponentials on the FMA pipe.
