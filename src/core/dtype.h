@@ -11,6 +11,10 @@
 #define ANVIL_HD inline
 #endif
 
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#include "backends/gpu/vendor/convert.h"  // hardware conversions, device passes only
+#endif
+
 namespace anvil {
 
 enum class DType : uint8_t { f32, f16, bf16, e4m3fn, e5m2, e4m3fnuz, e5m2fnuz, i32, i64, u8 };
@@ -89,6 +93,9 @@ ANVIL_HD float bits_f32(uint32_t u) {
 // ---- bf16: the top half of an f32, rounded to nearest even; NaN stays a quiet NaN.
 ANVIL_HD float bf16_to_f32(uint16_t h) { return bits_f32(uint32_t(h) << 16); }
 ANVIL_HD uint16_t f32_to_bf16(float f) {
+#ifdef ANVIL_HW_BF16_CVT
+  return anvil_hw_f32_to_bf16(f);
+#endif
   uint32_t u = f32_bits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);
   u += 0x7fffu + ((u >> 16) & 1u);
@@ -100,11 +107,17 @@ ANVIL_HD uint16_t f32_to_bf16(float f) {
 // rebias normals and turns f16 subnormals (read as f32 subnormals) into their exact value; only inf/NaN need a
 // fix-up. The earlier branchy decoder held f16 rms_norm at 25% of copy bandwidth on the H200 (bf16: 64%).
 ANVIL_HD float f16_to_f32(uint16_t h) {
+#ifdef ANVIL_HW_F16_CVT
+  return anvil_hw_f16_to_f32(h);
+#endif
   float mag = bits_f32(uint32_t(h & 0x7fffu) << 13) * 0x1p112f;
   if ((h & 0x7c00u) == 0x7c00u) mag = bits_f32(0x7f800000u | (uint32_t(h & 0x3ffu) << 13));
   return bits_f32(f32_bits(mag) | (uint32_t(h & 0x8000u) << 16));
 }
 ANVIL_HD uint16_t f32_to_f16(float f) {
+#ifdef ANVIL_HW_F16_CVT
+  return anvil_hw_f32_to_f16(f);
+#endif
   uint32_t u = f32_bits(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
   if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
   if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to >= 65520: inf

@@ -1,6 +1,10 @@
 // The one header every GPU kernel includes. It picks the vendor spellings, checks every runtime call, and
 // provides warp/block reductions templated on the warp width (32 on NVIDIA, 64 on AMD CDNA).
 #pragma once
+#include <cstdlib>
+#include <type_traits>
+#include <utility>
+
 #include "backends/gpu/vendor/select.h"
 #include "backends/gpu/runtime.h"
 #include "core/dtype.h"
@@ -69,9 +73,63 @@ struct alignas(16) Pack {
   static constexpr int N = 16 / sizeof(T);
   T v[N];
 };
+// Both move 32-bit words built by shifts. A plain struct copy of Pack<bf16> compiled (nvcc 13, sm_90) to one
+// LDG.128 for the load but to 2-byte stores, and a uint4 assignment to 4-byte ones: in causal_conv1d those
+// partial-sector writes kept the L2 89% busy with DRAM at 25% (35% of copy). The store is the vendor's
+// anvil_store16, which cannot be split.
 template <class T>
-__device__ __forceinline__ Pack<T> load_pack(const T* p) { return *reinterpret_cast<const Pack<T>*>(p); }
+__device__ __forceinline__ uint32_t raw_bits(T x) {
+  if constexpr (std::is_same_v<T, float>) return __float_as_uint(x);
+  else if constexpr (std::is_integral_v<T>) return uint32_t(x);  // packs of raw words (skinny_gemm's weights)
+  else return x.bits;                                            // bf16, f16, fp8 structs
+}
 template <class T>
-__device__ __forceinline__ void store_pack(T* p, const Pack<T>& v) { *reinterpret_cast<Pack<T>*>(p) = v; }
+__device__ __forceinline__ T from_raw_bits(uint32_t b) {
+  if constexpr (std::is_same_v<T, float>) return __uint_as_float(b);
+  else if constexpr (std::is_integral_v<T>) return T(b);
+  else { T x; x.bits = decltype(x.bits)(b); return x; }
+}
+template <class T>
+__device__ __forceinline__ Pack<T> load_pack(const T* p) {
+  static_assert(sizeof(Pack<T>) == sizeof(uint4), "a pack is 16 bytes");
+  constexpr int per = 4 / sizeof(T), bits = 8 * sizeof(T);
+  const uint4 u = *reinterpret_cast<const uint4*>(p);
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+  Pack<T> v;
+#pragma unroll
+  for (int i = 0; i < Pack<T>::N; i++) {
+    const uint32_t word = w[i / per];
+    v.v[i] = from_raw_bits<T>(per == 1 ? word : (word >> (bits * (i % per))) & ((1u << (bits % 32)) - 1));
+  }
+  return v;
+}
+template <class T>
+__device__ __forceinline__ void store_pack(T* p, const Pack<T>& v) {
+  constexpr int per = 4 / sizeof(T), bits = 8 * sizeof(T);
+  uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+  for (int i = 0; i < Pack<T>::N; i++) w[i / per] |= raw_bits(v.v[i]) << (bits * (i % per) % 32);
+  anvil_store16(p, w[0], w[1], w[2], w[3]);
+}
+// A launch that may start while the previous kernel on the stream is still running, where the device can
+// (DeviceInfo::early_launch) and ANVIL_EARLY_LAUNCH is not 0: the kernel issues loads that depend on nothing
+// (weights) and then calls anvil_wait_prior_grid() before touching its inputs and outputs. A decode step is ~320
+// short kernels; the skinny GEMMs' weight stream then starts under the previous kernel's tail.
+inline bool early_launch_enabled() {
+  static const bool env = [] {
+    const char* e = std::getenv("ANVIL_EARLY_LAUNCH");
+    return !(e && e[0] == '0');
+  }();
+  return env && device_info(current_device()).early_launch;
+}
+template <class... KArgs, class... Args>
+inline void launch_early(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
+  if (early_launch_enabled()) {
+    ANVIL_GPU_CHECK(vendor::launch_early(kernel, grid, block, smem, stream(), std::forward<Args>(args)...));
+  } else {
+    kernel<<<grid, block, smem, stream()>>>(std::forward<Args>(args)...);
+    ANVIL_LAUNCH_CHECK();
+  }
+}
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 }  // namespace anvil::gpu
