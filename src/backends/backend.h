@@ -34,6 +34,7 @@ struct DeviceInfo {
   size_t smem_per_block_optin = 0;
   bool fp8_compute = false;  // native FP8 matrix arithmetic (sm_89+, gfx94x)
   bool bf16_compute = false;
+  bool early_launch = false;  // a kernel may start before the previous one ends and wait inside (sm_90+)
 };
 
 // Opaque stream/event handles (a vendor stream/event on GPU, unused on CPU).

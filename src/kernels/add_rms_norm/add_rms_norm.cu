@@ -42,6 +42,7 @@ __global__ void __launch_bounds__(MAXT) add_rms_norm_fwd_reg_kernel(const T* a, 
                                                                       float eps, T* h, TO* __restrict__ y,
                                                                       float* __restrict__ rstd,
                                                                       const float* __restrict__ y_scale, int C) {
+  anvil_allow_next_grid();  // the next kernel (a GEMM launched early) may start streaming its weights now
   __shared__ float scratch[gpu::kWarpSize];
   constexpr int P = gpu::Pack<T>::N;
   const int64_t off = int64_t(blockIdx.x) * C;
@@ -89,6 +90,7 @@ __global__ void __launch_bounds__(kLoopThreads) add_rms_norm_fwd_loop_kernel(con
                                                                                float* __restrict__ rstd,
                                                                                const float* __restrict__ y_scale,
                                                                                int C) {
+  anvil_allow_next_grid();  // the next kernel (a GEMM launched early) may start streaming its weights now
   __shared__ float scratch[gpu::kWarpSize];
   constexpr int P = VEC ? gpu::Pack<T>::N : 1;
   const int64_t off = int64_t(blockIdx.x) * C;

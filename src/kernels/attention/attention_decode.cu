@@ -27,6 +27,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_split_kernel(const 
                                                                           const int32_t* __restrict__ lens,
                                                                           float* __restrict__ part, int NH, int NKV,
                                                                           int Tmax, int rows_per_split, float scale) {
+  anvil_allow_next_grid();  // the next kernel (a GEMM launched early) may start streaming its weights now
   constexpr int W = gpu::kWarpSize, E = (HD + W - 1) / W;  // elements of a row per lane
   __shared__ float sm[kWarps], sl[kWarps], sacc[kWarps][HD];
   const int split = blockIdx.x, nsplit = gridDim.x, bh = blockIdx.y, b = bh / NH, h = bh % NH;
@@ -93,6 +94,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_split_kernel(const 
 template <class T, int HD>
 __global__ void __launch_bounds__(kThreads) attention_decode_combine_kernel(const float* __restrict__ part,
                                                                             T* __restrict__ out, int nsplit) {
+  anvil_allow_next_grid();  // the next kernel (a GEMM launched early) may start streaming its weights now
   const int bh = blockIdx.x;
   const float* pp = part + int64_t(bh) * nsplit * (HD + 2);
   float M = -INFINITY;

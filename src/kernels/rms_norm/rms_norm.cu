@@ -14,6 +14,7 @@ template <class T, bool VEC>
 __global__ void __launch_bounds__(kThreads) rms_norm_fwd_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                                                   float eps, T* __restrict__ y,
                                                                   float* __restrict__ rstd, int C) {
+  anvil_allow_next_grid();  // the next kernel (a GEMM launched early) may start streaming its weights now
   __shared__ float scratch[kThreads];
   const int64_t row = blockIdx.x;
   const T* xr = x + row * C;

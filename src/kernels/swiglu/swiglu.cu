@@ -26,6 +26,7 @@ template <class T, class TO, bool VEC>
 __global__ void __launch_bounds__(kThreads) swiglu_fwd_kernel(const T* __restrict__ gu, TO* __restrict__ out,
                                                                 const float* __restrict__ out_scale, int64_t N,
                                                                 int H) {
+  anvil_allow_next_grid();  // the next kernel (a GEMM launched early) may start streaming its weights now
   constexpr int P = VEC ? gpu::Pack<T>::N : 1;
   const int j = (blockIdx.x * kThreads + threadIdx.x) * P;
   if (j >= H) return;

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <utility>
 
 #define ANVIL_VENDOR_NAME "cuda"
 // Warp width is a compile-time constant of the target; kernels never spell the number themselves.
@@ -18,6 +19,41 @@ __device__ __forceinline__ float anvil_exp2_ftz(float x) {
   return y;
 }
 #define ANVIL_EXP2_FTZ(x) anvil_exp2_ftz(x)
+
+// Four e4m3fn bytes (byte i of w is weight i) to f32, exactly: every e4m3 value is an f16 value. sm_89 and later
+// convert two bytes per instruction in hardware (cvt.rn.f16x2.e4m3x2), 6 instructions for 4 weights instead of
+// ~20 integer ops of the bit-placement decode; NaN codes come out as NaN. Elsewhere ANVIL_HAS_E4M3_CVT is unset
+// and callers keep their software decode.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#define ANVIL_HAS_E4M3_CVT 1
+__device__ __forceinline__ void anvil_e4m3x4_to_f32(uint32_t w, float (&f)[4]) {
+  asm("{\n .reg .b16 a, b, h0, h1, h2, h3;\n .reg .b32 p, q;\n"
+      " mov.b32 {a, b}, %4;\n"
+      " cvt.rn.f16x2.e4m3x2 p, a;\n cvt.rn.f16x2.e4m3x2 q, b;\n"
+      " mov.b32 {h0, h1}, p;\n mov.b32 {h2, h3}, q;\n"
+      " cvt.f32.f16 %0, h0;\n cvt.f32.f16 %1, h1;\n cvt.f32.f16 %2, h2;\n cvt.f32.f16 %3, h3;\n}"
+      : "=f"(f[0]), "=f"(f[1]), "=f"(f[2]), "=f"(f[3])
+      : "r"(w));
+}
+#endif
+
+// Early launch (see vendor::launch_early). wait: blocks until the previous grids on the stream have finished and
+// their writes are visible. allow: lets the next grid launch now (each block calls it; without it the next grid
+// launches as this grid's blocks exit). Both are no-ops for kernels launched the ordinary way.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void anvil_wait_prior_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void anvil_allow_next_grid() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+#else
+__device__ __forceinline__ void anvil_wait_prior_grid() {}
+__device__ __forceinline__ void anvil_allow_next_grid() {}
+#endif
+
+// One 16-byte store (STG.128 / STS.128), spelled in PTX. Written as a uint4 assignment, nvcc 13 split it into four
+// 4-byte stores when a scalar tail path stored to the same address (causal_conv1d's store_run): partial-sector
+// writes that left the L2 89% busy and DRAM at 25%. Generic address space, so shared memory works too.
+__device__ __forceinline__ void anvil_store16(void* p, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  asm volatile("st.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
 
 
 // Neutral spellings used by anvil's GPU sources; hip.h maps the same names onto HIP.
@@ -81,6 +117,22 @@ inline void fill_arch(const cudaDeviceProp& p, Info& info) {
   info.fp8_compute = p.major * 10 + p.minor >= 89;
   info.smem_per_block_optin = p.sharedMemPerBlockOptin;
   info.bf16_compute = p.major >= 8;
+  info.early_launch = p.major >= 9;
+}
+
+// Launches `kernel` so that it may start while the previous kernel on the stream is still running (Hopper's
+// programmatic dependent launch; captured into graphs as a programmatic edge). The kernel must call
+// anvil_wait_prior_grid() before it touches anything the previous kernels write or read.
+template <class... KArgs, class... Args>
+inline error_t launch_early(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, stream_t stream,
+                            Args&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = stream;
+  cfg.attrs = attr, cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 }  // namespace anvil::gpu::vendor
 

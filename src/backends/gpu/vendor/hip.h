@@ -4,6 +4,7 @@
 #include <hip/hip_runtime.h>
 
 #include <string>
+#include <utility>
 
 #define ANVIL_VENDOR_NAME "hip"
 // CDNA (gfx90a, gfx942) runs 64-wide wavefronts. RDNA (wave32) would set 32 here.
@@ -15,6 +16,16 @@
 // exp2 where subnormals may be flushed (cuda.h: one MUFU.EX2). HIP 5.x has no portable cheaper spelling than
 // exp2f, which lowers to v_exp_f32.
 #define ANVIL_EXP2_FTZ(x) exp2f(x)
+
+// Early launch does not exist on HIP: see cuda.h.
+__device__ __forceinline__ void anvil_wait_prior_grid() {}
+__device__ __forceinline__ void anvil_allow_next_grid() {}
+
+// One 16-byte store (global_store_dwordx4): clang's native 4-vector type never splits the way nvcc's uint4 did.
+__device__ __forceinline__ void anvil_store16(void* p, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  typedef uint32_t u32x4 __attribute__((ext_vector_type(4)));
+  *reinterpret_cast<u32x4*>(p) = u32x4{a, b, c, d};
+}
 
 // Neutral spellings used by anvil's GPU sources (cuda.h maps the same names onto CUDA).
 #define gpuError_t hipError_t
@@ -77,6 +88,15 @@ inline void fill_arch(const hipDeviceProp_t& p, Info& info) {
   info.fp8_compute = info.arch.rfind("gfx94", 0) == 0 || info.arch.rfind("gfx95", 0) == 0;
   info.smem_per_block_optin = p.sharedMemPerBlock;
   info.bf16_compute = true;
+  info.early_launch = false;
+}
+
+// No early launch on HIP: an ordinary launch (the kernel's wait/allow calls are no-ops).
+template <class... KArgs, class... Args>
+inline error_t launch_early(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, stream_t stream,
+                            Args&&... args) {
+  hipLaunchKernelGGL(kernel, grid, block, smem, stream, std::forward<Args>(args)...);
+  return hipGetLastError();
 }
 }  // namespace anvil::gpu::vendor
 
