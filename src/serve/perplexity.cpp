@@ -65,7 +65,8 @@ PerplexityResult perplexity(CausalLM& model, const std::vector<int32_t>& ids, co
   const int64_t V = model.info().vocab;
   PerplexityResult r;
   double sum = 0;
-  for (auto [b, e] : windows_of(ids, cfg)) {
+  for (auto [b_, e] : windows_of(ids, cfg)) {
+    const int64_t b = b_;  // a plain copy: lambdas cannot capture structured bindings before C++20 (clang <= 15)
     run_window(model, ids.data() + b, e - b, [&](int64_t t, const float* lg) {
       sum += nll_of(lg, V, ids[size_t(b + t + 1)]);
       r.tokens++;
@@ -84,7 +85,8 @@ LmComparison compare_models(CausalLM& ref, CausalLM& test, const std::vector<int
   check_ids(ref, ids);
   LmComparison c;
   double sum_ref = 0, sum_test = 0;
-  for (auto [b, e] : windows_of(ids, cfg)) {
+  for (auto [b_, e] : windows_of(ids, cfg)) {
+    const int64_t b = b_;  // see perplexity()
     std::vector<int64_t> ref_top;
     run_window(ref, ids.data() + b, e - b, [&](int64_t t, const float* lg) {
       sum_ref += nll_of(lg, V, ids[size_t(b + t + 1)]);
