@@ -15,6 +15,7 @@ reference.safetensors holds (all names fixed, so the C++ parity tests can look t
                                             has no entry of its own: its gradient is in the embedding's)
 Only torch and long-standing transformers APIs are used, so this runs on transformers 5.17 and 5.24.
 """
+import copy
 import json
 import os
 
@@ -64,6 +65,17 @@ def greedy(model, ids, steps):
         margins.append(float(top.values[0, 0] - top.values[0, 1]))
         ids = torch.cat([ids, nxt], dim=1)
     return torch.tensor(tokens, dtype=torch.int64), torch.tensor(margins, dtype=torch.float32)
+
+
+def exact_logits(model, out, device):
+    """`<p>.logits_exact`: the same weights run in f64 (rounded to f32 when saved), for every `<p>.input_ids`.
+    Deep models are checked against it: their f32 error is compared with transformers' own f32 error."""
+    m64 = copy.deepcopy(model).to(torch.float64)
+    for key in [k for k in out if k.endswith(".input_ids")]:
+        with torch.no_grad():
+            logits = m64(input_ids=out[key].to(device), use_cache=False).logits
+        out[key.replace(".input_ids", ".logits_exact")] = logits.float().cpu()
+    del m64
 
 
 def reference_run(model, vocab_size, device, grads="all"):

@@ -48,6 +48,7 @@ def main():
     ap.add_argument("--device", default="auto", help="auto (cuda for big presets if present), cpu, cuda")
     ap.add_argument("--grads", choices=["all", "sample", "none"], default="all")
     ap.add_argument("--out-proj-gain", type=float, default=None, help="default: OUT_PROJ_GAIN[preset]")
+    ap.add_argument("--exact", action="store_true", help="also save f64 logits (<p>.logits_exact)")
     a = ap.parse_args()
 
     force_slow_path()
@@ -60,6 +61,8 @@ def main():
         for layer in model.backbone.layers:
             layer.mixer.out_proj.weight.mul_(gain)
     tensors = fc.reference_run(model, config.vocab_size, device, a.grads)
+    if a.exact:
+        fc.exact_logits(model, tensors, device)
     fc.save(a.out, model, tensors, dict(model="mamba", preset=a.preset, dtype=a.dtype, seed=a.seed,
                                         out_proj_gain=gain, transformers=transformers.__version__))
 

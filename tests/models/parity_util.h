@@ -55,12 +55,39 @@ inline int argmax(const std::vector<float>& v, size_t off, size_t n) {
 using Loader = std::function<std::unique_ptr<CausalLM>(const std::string& dir, bool trainable)>;
 
 // How close logits must be. Default: max|err| <= 1e-4 max|logit| (the Llama issue's f32 bound). With rtol > 0,
-// element-wise |err| <= atol + rtol |ref| instead (mamba_ssm's own f32 test bounds: rtol 6e-4, atol 2e-3), for
-// deep models where 24 layers of f32 summation-order differences add up.
+// element-wise |err| <= atol + rtol |ref| instead (mamba_ssm's own f32 test bounds: rtol 6e-4, atol 2e-3).
+// When the fixture also holds `<p>.logits_exact` (the same model run in f64, tools/fixture_common.py), both f32
+// runs are measured against it: anvil's error may be at most `noise` times transformers' own f32 error (rel-L2
+// and max). Deep models need this: on the 130m Mamba shape (24 layers) transformers' f32 logits themselves break
+// the element-wise bound against f64 on 17 of 2.4M batch elements (max|err| 3.0e-3), so no f32 run can meet
+// that bound against them; what anvil must show is f32 error of the same size.
 struct LogitTol {
   double max_rel = 1e-4;
   double rtol = 0, atol = 0;
+  double noise = 0;  // > 0: the f64 comparison above, when the fixture has it
 };
+
+inline size_t count_outside(const std::vector<float>& g, const std::vector<float>& r, const LogitTol& tol) {
+  size_t bad = 0;
+  for (size_t i = 0; i < g.size() && i < r.size(); i++)
+    bad += std::fabs(double(g[i]) - r[i]) > tol.atol + tol.rtol * std::fabs(double(r[i]));
+  return bad;
+}
+
+// anvil and transformers (both f32) against the f64 run.
+inline void check_against_exact(const Tensor& logits, const Tensor& want, const Tensor& exact, const char* tag,
+                                const std::string& p, const LogitTol& tol) {
+  const Err ea = compare(logits, exact), et = compare(want, exact);
+  const size_t ba = count_outside(logits.to_floats(), exact.to_floats(), tol);
+  const size_t bt = count_outside(want.to_floats(), exact.to_floats(), tol);
+  std::printf("[parity %s %s] vs f64: anvil rel-L2 %.3g max %.3g (%zu outside rtol/atol); transformers f32 rel-L2 "
+              "%.3g max %.3g (%zu outside)\n",
+              tag, p.c_str(), ea.rel_norm, ea.max_abs, ba, et.rel_norm, et.max_abs, bt);
+  EXPECT_LE(ea.rel_norm, tol.noise * et.rel_norm) << tag << " " << p << ": anvil's f32 error is over " << tol.noise
+                                                  << "x transformers' f32 error (rel-L2 against the f64 run)";
+  EXPECT_LE(ea.max_abs, tol.noise * et.max_abs) << tag << " " << p << ": anvil's max|err| is over " << tol.noise
+                                                << "x transformers' (against the f64 run)";
+}
 
 inline void check_logits(CausalLM& m, const SafetensorsIndex& ref, const char* tag, double* worst,
                          const LogitTol& tol = {}) {
@@ -70,11 +97,10 @@ inline void check_logits(CausalLM& m, const SafetensorsIndex& ref, const char* t
     Err e = compare(logits, want);
     const double rel = e.max_abs / e.ref_max;
     *worst = std::max(*worst, rel);
-    if (tol.rtol > 0) {
-      auto g = logits.to_floats(), r = want.to_floats();
-      size_t bad = 0;
-      for (size_t i = 0; i < g.size() && i < r.size(); i++)
-        bad += std::fabs(double(g[i]) - r[i]) > tol.atol + tol.rtol * std::fabs(double(r[i]));
+    if (tol.noise > 0 && ref.contains(p + ".logits_exact")) {
+      check_against_exact(logits, want, ref.get(p + ".logits_exact"), tag, p, tol);
+    } else if (tol.rtol > 0) {
+      const size_t bad = count_outside(logits.to_floats(), want.to_floats(), tol);
       EXPECT_EQ(bad, 0u) << tag << " " << p << " logits: " << bad << " elements outside atol " << tol.atol
                          << " + rtol " << tol.rtol << " |ref| (max|err| " << e.max_abs << ")";
     } else {
