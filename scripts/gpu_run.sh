@@ -8,6 +8,8 @@
 #   unit     the gtest suite against the GPU build
 #   decode   Llama-3.1-8B shape (random bf16 weights): transformers' static-cache anchor, anvil bench decode with
 #            and without graph capture, batch 1/8/32, 2048 tokens of context, bf16 logits parity
+#   decodeprof  one decode step split by kernel (ncu, one kernel at a time) -> decode_profile.md
+#   skprof   ncu sections of the skinny GEMM at one row
 # Logs go to $OUT (or ./gpu-logs); a short table is printed last.
 set -uo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -86,7 +88,35 @@ for step in "$@"; do
           > "$out/prof_$tag.txt" 2>&1
         summary+=("prof $tag: $(grep -E 'Memory Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per' "$out/prof_$tag.txt" | tr -s ' ' | tr '\n' ';')")
       done ;;
-    *) echo "gpu_run.sh: unknown step '$step' (expected info, ops, grad, perf, unit, decode, ssm, train, trainparity, graph, prof)" >&2; exit 2 ;;
+    decodeprof)  # one decode step's kernels timed one by one (ncu), split by kernel (tools/decode_profile.py)
+      ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
+      if [ -z "$ncu" ]; then summary+=("decodeprof: no ncu on this machine"); continue; fi
+      m=/tmp/llama8b
+      [ -f "$m/config.json" ] || python3 "$here/bench/llama8b_decode.py" --out "$m" --skip-transformers > "$out/decode_model.txt" 2>&1
+      step_ms=$("$bin/anvil" bench decode --model "$m" --device gpu --batch 1 --tokens 64 | tee "$out/decodeprof_bench.txt" \
+                | awk '/^decode/ {print $2}')
+      ANVIL_EARLY_LAUNCH=0 "$bin/anvil" bench decode --model "$m" --device gpu --batch 1 --tokens 64 > "$out/decodeprof_noearly.txt"
+      "$bin/anvil" bench decode --model "$m" --device gpu --batch 1 --tokens 64 --dtype fp8 > "$out/decodeprof_fp8.txt"
+      summary+=("decode b1 without early launch: $(grep -h '^decode' "$out/decodeprof_noearly.txt"); fp8: $(grep -h '^decode' "$out/decodeprof_fp8.txt")")
+      # L2 left warm between kernels (--cache-control none), as in a real step; clocks untouched.
+      ANVIL_GRAPHS=0 "$ncu" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv --print-units base \
+        "$bin/anvil" bench decode --model "$m" --device gpu --batch 1 --tokens 3 > "$out/decodeprof.csv" 2> "$out/decodeprof_err.txt"
+      gb=$(awk '/^floor/ {print $2}' "$out/decodeprof_bench.txt"); tbs=$(awk '/^floor/ {for (i = 1; i < NF; i++) if ($(i + 1) == "TB/s") print $i}' "$out/decodeprof_bench.txt")
+      python3 "$here/tools/decode_profile.py" "$out/decodeprof.csv" --step-ms "$step_ms" --weights-gb "$gb" --copy-tbs "$tbs" \
+        > "$out/decode_profile.md" 2>&1
+      cat "$out/decode_profile.md"
+      summary+=("decodeprof: $(grep -h PROFILE "$out/decode_profile.md") graph step ${step_ms} ms") ;;
+    skprof)  # Nsight Compute on the skinny GEMM at one row (o and down shapes, bf16 and e4m3)
+      ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
+      if [ -z "$ncu" ]; then summary+=("skprof: no ncu on this machine"); continue; fi
+      for f in "skinny_gemm_perf(bf16,llama8b_o,M=1," "skinny_gemm_perf(e4m3fn,llama8b_o,M=1," "skinny_gemm_perf(bf16,llama8b_down,M=1,"; do
+        tag=$(echo "$f" | tr -c 'a-zA-Z0-9=' '_')
+        "$ncu" --clock-control none --launch-skip 2 --launch-count 1 --kernel-name regex:skinny --section SpeedOfLight \
+          --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats \
+          "$bin/anvil_op_tests" --backend gpu --mode perf --op skinny_gemm --filter "$f" > "$out/skprof_$tag.txt" 2>&1
+        summary+=("skprof $f: $(grep -E 'Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per' "$out/skprof_$tag.txt" | tr -s ' ' | tr '\n' ';')")
+      done ;;
+    *) echo "gpu_run.sh: unknown step '$step' (expected info, ops, grad, perf, unit, decode, ssm, train, trainparity, graph, prof, decodeprof, skprof)" >&2; exit 2 ;;
   esac
 done
 echo "==== summary ===="
