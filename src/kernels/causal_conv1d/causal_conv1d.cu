@@ -1,5 +1,6 @@
 // GPU causal_conv1d, forward, backward and decode step.
-// Grid: blockIdx.x = row (b*D + d, up to 2^31), blockIdx.y = segment of kThreads*P timesteps. Each thread owns
+// Grid: blockIdx.x = row (b*D + d, up to 2^31), blockIdx.y = segment of kThreads*P timesteps (backward: times
+// the reps, below). Each thread owns
 // P = 16/sizeof(T) consecutive timesteps (one 16-byte pack: 8 bf16) and reads the W-1 inputs before them with
 // scalar loads; those sit in the neighbouring thread's pack, so they hit L1 and HBM sees each byte once:
 // forward 2 bytes/element moved per dtype byte (x in, out out), backward 3 (x, dout in, dx out).
@@ -54,7 +55,8 @@ __device__ __forceinline__ void store_run(T* __restrict__ r, int64_t t0, int64_t
     if (t0 + i < L) r[t0 + i] = from_f32<T>(src[i]);
 }
 
-// x, out: (B, D, L);  w: (D, W) f32;  bias: (D) f32 or null.
+// x, out: (B, D, L);  w: (D, W) f32;  bias: (D) f32 or null. One pack per thread: two packs per thread, loaded
+// before either is computed, measured slower on the H200 (66% of copy against 73%).
 template <class T, int W, bool VEC>
 __global__ void __launch_bounds__(kThreads) conv_fwd_kernel(const T* __restrict__ x, const float* __restrict__ w,
                                                             const float* __restrict__ bias, bool silu,
@@ -87,6 +89,18 @@ __global__ void __launch_bounds__(kThreads) conv_fwd_kernel(const T* __restrict_
   store_run<T, VEC, P>(out + row * L, t0, L, o);
 }
 
+// The backward's block covers `reps` * kThreads packs of a row, one at a time per thread: its W + 1 block
+// reductions (2 barriers each) and atomics are paid once per reps * 1024 bf16 steps. H200, issue shape (L = 2048):
+// 1 rep 46-50% of copy; 2, 4, 8 or 16 reps (the whole row in one block) 58%. ANVIL_CONV_BWD_REPS overrides the
+// default (read once).
+int conv_bwd_reps() {
+  static const int r = [] {
+    const char* e = std::getenv("ANVIL_CONV_BWD_REPS");
+    const int v = e && *e ? std::atoi(e) : 4;
+    return v >= 1 && v <= 64 ? v : 4;
+  }();
+  return r;
+}
 // Backward of one thread's P outputs: needs dpre at t0 .. t0+P+W-2, hence x at t0-(W-1) .. t0+P+W-2 (to recompute
 // the pre-activation under SiLU) and dout at t0 .. t0+P+W-2. dw/dbias: block sums, one atomic per block and tap.
 template <class T, int W, bool VEC>
@@ -94,12 +108,11 @@ __global__ void __launch_bounds__(kThreads) conv_bwd_kernel(const T* __restrict_
                                                             const float* __restrict__ w,
                                                             const float* __restrict__ bias, bool silu,
                                                             T* __restrict__ dx, float* __restrict__ dw,
-                                                            float* __restrict__ dbias, int D, int64_t L) {
+                                                            float* __restrict__ dbias, int D, int64_t L, int reps) {
   constexpr int P = gpu::Pack<T>::N;
   __shared__ float scratch[gpu::kWarpSize];
   const int64_t row = blockIdx.x;
   const int d = int(row % D);
-  const int64_t t0 = (int64_t(blockIdx.y) * kThreads + threadIdx.x) * P;
   const T* xr = x + row * L;
   const T* gr = dout + row * L;
   float wk[W];
@@ -107,12 +120,14 @@ __global__ void __launch_bounds__(kThreads) conv_bwd_kernel(const T* __restrict_
   for (int k = 0; k < W; k++) wk[k] = w[d * W + k];
   const float b0 = bias ? bias[d] : 0.f;
 
-  float xw[P + 2 * (W - 1)];  // x[t0-(W-1) .. t0+P+W-2], zero outside [0, L)
-  float dp[P + W - 1];        // dpre[t0 .. t0+P+W-2], zero past L
-  float part[W + 1];          // dw taps, then dbias
+  float part[W + 1];  // dw taps, then dbias: summed over the thread's reps, then once over the block
 #pragma unroll
   for (int k = 0; k <= W; k++) part[k] = 0.f;
-  if (t0 < L) {
+  for (int r = 0; r < reps; r++) {
+    const int64_t t0 = ((int64_t(blockIdx.y) * reps + r) * kThreads + threadIdx.x) * P;
+    if (t0 >= L) break;
+    float xw[P + 2 * (W - 1)];  // x[t0-(W-1) .. t0+P+W-2], zero outside [0, L)
+    float dp[P + W - 1];        // dpre[t0 .. t0+P+W-2], zero past L
 #pragma unroll
     for (int j = 0; j < W - 1; j++) {
       const int64_t tb = t0 - (W - 1) + j, ta = t0 + P + j;
@@ -444,11 +459,12 @@ void causal_conv1d_bwd_gpu(const Tensor& dout, const Tensor& x, const Tensor& w,
       });
       return;
     }
-    const dim3 grid(unsigned(rows), unsigned(gpu::ceil_div(L, int64_t(kThreads) * P)));
+    const int reps = conv_bwd_reps();
+    const dim3 grid(unsigned(rows), unsigned(gpu::ceil_div(L, int64_t(kThreads) * P * reps)));
     CONV_DISPATCH_W(W, KW, {
       auto kernel = vec ? conv_bwd_kernel<T, KW, true> : conv_bwd_kernel<T, KW, false>;
       kernel<<<grid, kThreads, 0, gpu::stream()>>>(dout.data<T>(), x.data<T>(), w.data<float>(), opt(bias), silu,
-                                                   dx.data<T>(), dw.data<float>(), opt_mut(dbias), D, L);
+                                                   dx.data<T>(), dw.data<float>(), opt_mut(dbias), D, L, reps);
       ANVIL_LAUNCH_CHECK();
     });
   });
