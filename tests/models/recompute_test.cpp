@@ -6,25 +6,11 @@
 
 #include <cstring>
 #include <vector>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "models/factory.h"
 
 namespace anvil {
 namespace {
-
-// The CPU norm and scan backwards add per-thread partial sums in a critical section, whose order varies from
-// run to run with three or more threads; with two, x + y == y + x keeps every run identical. Pinning the
-// count makes "bit-identical" a property of the models, not of the scheduler.
-struct TwoThreads {
-#ifdef _OPENMP
-  int before = omp_get_max_threads();
-  TwoThreads() { omp_set_num_threads(std::min(before, 2)); }
-  ~TwoThreads() { omp_set_num_threads(before); }
-#endif
-};
 
 // Seeded ids (B, T) in [0, V); every 7th target is -1 (ignored), as padding would be.
 void batch(int64_t B, int64_t T, int64_t V, Tensor& ids, Tensor& targets) {
@@ -48,7 +34,6 @@ struct GradRun {
 
 // Two micro-batches accumulated (grad_weight 1/2), as the trainer does.
 GradRun train_twice(CausalLM& m, int64_t B, int64_t T, bool recompute) {
-  TwoThreads pin;
   GradRun r;
   TrainOptions opt;
   opt.recompute = recompute;

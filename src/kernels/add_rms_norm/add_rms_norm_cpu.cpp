@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backends/cpu/chunked_sum.h"
 #include "core/dispatch.h"
 #include "kernels/add_rms_norm/add_rms_norm.h"
 #include "kernels/elementwise/fp8_io.h"
@@ -29,12 +30,8 @@ static void fwd(const T* a, const T* b, const T* w, float eps, T* h, TO* y, floa
 template <class T>
 static void bwd(const T* dy, const T* dh_in, const T* h, const T* w, const float* rstd, T* dh, float* dw, int64_t N,
                 int64_t C) {
-  std::vector<float> dw_acc(static_cast<size_t>(C), 0.f);
-#pragma omp parallel
-  {
-    std::vector<float> local(static_cast<size_t>(C), 0.f);
-#pragma omp for
-    for (int64_t n = 0; n < N; n++) {
+  auto dw_acc = cpu::chunked_sum(N, C, [&](int64_t n0, int64_t n1, float* local) {
+    for (int64_t n = n0; n < n1; n++) {
       const float r = rstd[n];
       float dot = 0;
       for (int64_t c = 0; c < C; c++) dot += to_f32(dy[n * C + c]) * to_f32(w[c]) * to_f32(h[n * C + c]) * r;
@@ -46,10 +43,8 @@ static void bwd(const T* dy, const T* dh_in, const T* h, const T* w, const float
         local[c] += g * hhat;
       }
     }
-#pragma omp critical
-    for (int64_t c = 0; c < C; c++) dw_acc[c] += local[c];
-  }
-  for (int64_t c = 0; c < C; c++) dw[c] += dw_acc[c];
+  });
+  for (int64_t c = 0; c < C; c++) dw[c] += dw_acc[size_t(c)];
 }
 
 void add_rms_norm_fwd_cpu(const Tensor& a, const Tensor& b, const Tensor& w, float eps, Tensor& h, Tensor& y,

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backends/cpu/chunked_sum.h"
 #include "core/dispatch.h"
 #include "kernels/rms_norm/rms_norm.h"
 
@@ -25,12 +26,8 @@ static void fwd(const T* x, const T* w, float eps, T* y, float* rstd, int64_t N,
 
 template <class T>
 static void bwd(const T* dy, const T* x, const T* w, const float* rstd, T* dx, float* dw, int64_t N, int64_t C) {
-  std::vector<float> dw_acc(size_t(C), 0.f);
-#pragma omp parallel
-  {
-    std::vector<float> local(size_t(C), 0.f);
-#pragma omp for
-    for (int64_t n = 0; n < N; n++) {
+  auto dw_acc = cpu::chunked_sum(N, C, [&](int64_t n0, int64_t n1, float* local) {
+    for (int64_t n = n0; n < n1; n++) {
       const float r = rstd[n];
       float dot = 0;
       for (int64_t c = 0; c < C; c++) dot += to_f32(dy[n * C + c]) * to_f32(w[c]) * to_f32(x[n * C + c]) * r;
@@ -41,10 +38,8 @@ static void bwd(const T* dy, const T* x, const T* w, const float* rstd, T* dx, f
         local[c] += g * xhat;
       }
     }
-#pragma omp critical
-    for (int64_t c = 0; c < C; c++) dw_acc[c] += local[c];
-  }
-  for (int64_t c = 0; c < C; c++) dw[c] += dw_acc[c];
+  });
+  for (int64_t c = 0; c < C; c++) dw[c] += dw_acc[size_t(c)];
 }
 
 void rms_norm_fwd_cpu(const Tensor& x, const Tensor& w, float eps, Tensor& y, Tensor& rstd) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backends/cpu/chunked_sum.h"
 #include "core/dispatch.h"
 #include "kernels/selective_scan/selective_scan.h"
 
@@ -72,14 +73,13 @@ template <class T>
 void bwd(const Args<T>& a, const T* dout, const Grads<T>& gr) {
   const ScanDims s = a.s;
   const int64_t L = s.L, N = s.N, per_group = s.D / s.G, nBC = s.B * s.G * N * L;
-  std::vector<float> dB_tot(static_cast<size_t>(nBC), 0.f), dC_tot(static_cast<size_t>(nBC), 0.f);
-#pragma omp parallel
-  {
+  // dB and dC (one buffer: dB then dC) sum over the channels of a group: deterministic chunks of channels, at
+  // most 16 (2 * nBC floats each).
+  auto dBC = cpu::chunked_sum(s.D, 2 * nBC, [&](int64_t d0, int64_t d1, float* dBl) {
+    float* dCl = dBl + nBC;
     std::vector<float> h(static_cast<size_t>(L * N)), q(static_cast<size_t>(N)), dt(static_cast<size_t>(L)),
         sg(static_cast<size_t>(L)), dy(static_cast<size_t>(L));
-    std::vector<float> dBl(static_cast<size_t>(nBC), 0.f), dCl(static_cast<size_t>(nBC), 0.f);
-#pragma omp for
-    for (int64_t d = 0; d < s.D; d++) {
+    for (int64_t d = d0; d < d1; d++) {
       const int64_t g = d / per_group;
       for (int64_t b = 0; b < s.B; b++) {
         const int64_t base = (b * s.D + d) * L, bc = (b * s.G + g) * N * L;
@@ -132,15 +132,10 @@ void bwd(const Args<T>& a, const T* dout, const Grads<T>& gr) {
         if (gr.ddelta_bias) gr.ddelta_bias[d] += ddb_acc;
       }
     }
-#pragma omp critical
-    for (int64_t i = 0; i < nBC; i++) {
-      dB_tot[i] += dBl[i];
-      dC_tot[i] += dCl[i];
-    }
-  }
+  }, /*max_chunks=*/16);
   for (int64_t i = 0; i < nBC; i++) {
-    gr.dB[i] = from_f32<T>(dB_tot[i]);
-    gr.dC[i] = from_f32<T>(dC_tot[i]);
+    gr.dB[i] = from_f32<T>(dBC[size_t(i)]);
+    gr.dC[i] = from_f32<T>(dBC[size_t(nBC + i)]);
   }
 }
 
