@@ -92,15 +92,13 @@ __device__ __forceinline__ T from_raw_bits(uint32_t b) {
 template <class T>
 __device__ __forceinline__ Pack<T> load_pack(const T* p) {
   static_assert(sizeof(Pack<T>) == sizeof(uint4), "a pack is 16 bytes");
-  constexpr int per = 4 / sizeof(T), bits = 8 * sizeof(T);
+  constexpr int per = 4 / sizeof(T), bits = 8 * sizeof(T);  // elements per 32-bit word, bits per element
+  constexpr uint32_t mask = 0xffffffffu >> (32 - bits);
   const uint4 u = *reinterpret_cast<const uint4*>(p);
   const uint32_t w[4] = {u.x, u.y, u.z, u.w};
   Pack<T> v;
 #pragma unroll
-  for (int i = 0; i < Pack<T>::N; i++) {
-    const uint32_t word = w[i / per];
-    v.v[i] = from_raw_bits<T>(per == 1 ? word : (word >> (bits * (i % per))) & ((1u << (bits % 32)) - 1));
-  }
+  for (int i = 0; i < Pack<T>::N; i++) v.v[i] = from_raw_bits<T>((w[i / per] >> (bits * (i % per))) & mask);
   return v;
 }
 template <class T>
@@ -108,7 +106,7 @@ __device__ __forceinline__ void store_pack(T* p, const Pack<T>& v) {
   constexpr int per = 4 / sizeof(T), bits = 8 * sizeof(T);
   uint32_t w[4] = {0, 0, 0, 0};
 #pragma unroll
-  for (int i = 0; i < Pack<T>::N; i++) w[i / per] |= raw_bits(v.v[i]) << (bits * (i % per) % 32);
+  for (int i = 0; i < Pack<T>::N; i++) w[i / per] |= raw_bits(v.v[i]) << (bits * (i % per));
   anvil_store16(p, w[0], w[1], w[2], w[3]);
 }
 // A launch that may start while the previous kernel on the stream is still running, where the device can
