@@ -10,6 +10,8 @@
 #            and without graph capture, batch 1/8/32, 2048 tokens of context, bf16 logits parity
 #   decodeprof  one decode step split by kernel (ncu, one kernel at a time) -> decode_profile.md
 #   skprof   ncu sections of the skinny GEMM at one row
+#   scanprof ncu sections of the selective_scan backward kernels
+#   decodesweep  batch-1 decode under several environments (SWEEP, see the step)
 # Logs go to $OUT (or ./gpu-logs); a short table is printed last.
 set -uo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -64,6 +66,21 @@ for step in "$@"; do
       bd b8_fp8 --batch 8 --tokens 64 --dtype fp8
       python3 "$here/tools/llama_bf16_parity.py" --model "$m" --anvil "$bin/anvil" --out "$out" 2>&1 | tee "$out/parity_bf16.txt"
       summary+=("$(grep -h PARITY "$out/parity_bf16.txt")") ;;
+    decodesweep)  # anvil bench decode at batch 1 under several environments: SWEEP="label:VAR=V,VAR=V;label:..."
+      m=/tmp/llama8b
+      [ -f "$m/config.json" ] || python3 "$here/bench/llama8b_decode.py" --out "$m" --skip-transformers > "$out/decode_model.txt" 2>&1
+      IFS=';' read -ra entries <<< "${SWEEP:-default:}"
+      for e in "${entries[@]}"; do
+        label=${e%%:*}; vars=${e#*:}
+        env_args=(); IFS=',' read -ra kv <<< "$vars"; for a in "${kv[@]}"; do [ -n "$a" ] && env_args+=("$a"); done
+        # The label picks the case: b8 (batch 8, 64 tokens), fp8 (--dtype fp8), ctx (1920-token prompt).
+        opts=(--batch 1 --tokens 128)
+        case "$label" in *b8*) opts=(--batch 8 --tokens 64) ;; esac
+        case "$label" in *fp8*) opts+=(--dtype fp8) ;; esac
+        case "$label" in *ctx*) opts+=(--prompt-len 1920) ;; esac
+        env "${env_args[@]}" "$bin/anvil" bench decode --model "$m" --device gpu "${opts[@]}" > "$out/sweep_$label.txt" 2>&1
+        summary+=("sweep $label [$vars]: $(grep -h -E '^decode' "$out/sweep_$label.txt" | head -n 1)")
+      done ;;
     ssm)  # every Mamba kernel variant: checked (test + grad) and timed at the issue's shape
       mkdir -p "$out/ssm_build/tests" && ln -sf "$bin/anvil_op_tests" "$out/ssm_build/tests/anvil_op_tests"
       OUT="$out" bash "$here/scripts/ssm_bench.sh" "$out/ssm_build" 2>&1 | tee "$out/ssm_bench.txt"
@@ -87,6 +104,18 @@ for step in "$@"; do
           --section WarpStateStats "$bin/anvil_op_tests" --backend gpu --mode perf --op "$op" --filter "$f" \
           > "$out/prof_$tag.txt" 2>&1
         summary+=("prof $tag: $(grep -E 'Memory Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per' "$out/prof_$tag.txt" | tr -s ' ' | tr '\n' ';')")
+      done ;;
+    scanprof)  # Nsight Compute, full sections, on the selective_scan backward kernels (SCAN_BWD_VARIANTS, default "0 1")
+      ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
+      if [ -z "$ncu" ]; then summary+=("scanprof: no ncu on this machine"); continue; fi
+      for v in ${SCAN_BWD_VARIANTS:-0 1}; do
+        ANVIL_SCAN_BWD_VARIANT=$v "$ncu" --clock-control none --launch-skip 1 --launch-count 1 --kernel-name regex:scan_bwd \
+          --section SpeedOfLight --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
+          --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats \
+          --section InstructionStats --section ComputeWorkloadAnalysis \
+          "$bin/anvil_op_tests" --backend gpu --mode perf --op selective_scan --filter selective_scan_fwd_bwd \
+          > "$out/scanprof_b$v.txt" 2>&1
+        summary+=("scanprof b$v: $(grep -E 'Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Local' "$out/scanprof_b$v.txt" | tr -s ' ' | tr '\n' ';')")
       done ;;
     decodeprof)  # one decode step's kernels timed one by one (ncu), split by kernel (tools/decode_profile.py)
       ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
@@ -116,7 +145,7 @@ for step in "$@"; do
           "$bin/anvil_op_tests" --backend gpu --mode perf --op skinny_gemm --filter "$f" > "$out/skprof_$tag.txt" 2>&1
         summary+=("skprof $f: $(grep -E 'Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per' "$out/skprof_$tag.txt" | tr -s ' ' | tr '\n' ';')")
       done ;;
-    *) echo "gpu_run.sh: unknown step '$step' (expected info, ops, grad, perf, unit, decode, ssm, train, trainparity, graph, prof, decodeprof, skprof)" >&2; exit 2 ;;
+    *) echo "gpu_run.sh: unknown step '$step' (expected info, ops, grad, perf, unit, decode, decodesweep, scanprof, ssm, train, trainparity, graph, prof, decodeprof, skprof)" >&2; exit 2 ;;
   esac
 done
 echo "==== summary ===="

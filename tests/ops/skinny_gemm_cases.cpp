@@ -3,6 +3,7 @@
 // scales. The weights are drawn already rounded to their dtype (fp8 codes included), so the reference sees exactly
 // the kernel's values: only the fp32 accumulation and the output rounding err, and the tolerance is
 // derived_tol(y dtype, K, 2) as for any product. Perf: the Llama-3.1-8B projections (stacked qkv and gate_up).
+#include <cmath>
 #include <functional>
 
 #include "harness.h"
@@ -93,6 +94,99 @@ OpCase error_case() {
   return c;
 }
 
+// ---- skinny_gemm_fused: the norm or SwiGLU before the product, folded into its x staging -------------------
+enum class Pro { norm, add_norm, swiglu };
+const char* pro_name(Pro p) { return p == Pro::norm ? "rms_norm" : p == Pro::add_norm ? "add_rms_norm" : "swiglu"; }
+
+struct SF {
+  Pro pro;
+  int64_t M, N, K;
+  DType x, w;
+};
+
+std::vector<Check> run_sf(const Ctx& ctx, const SF& s) {
+  const int64_t M = s.M, N = s.N, K = s.K;
+  const float eps = 1e-5f;
+  // Residual-stream-like values (a ~ 1, b ~ 0.5) and a gamma around 1; gate/up ~ 2 so SiLU's curve is exercised.
+  auto a = rand_normal(size_t(M * (s.pro == Pro::swiglu ? 2 * K : K)), ctx.seed, 11, s.pro == Pro::swiglu ? 2.f : 1.f, s.x);
+  auto b = rand_normal(size_t(M * K), ctx.seed, 12, 0.5f, s.x);
+  auto g = rand_uniform(size_t(K), ctx.seed, 13, 0.5f, 1.5f, s.x);
+  auto w = rand_normal(size_t(N * K), ctx.seed, 14, dtype_is_fp8(s.w) ? 4.f : 1.f, s.w);
+  std::vector<float> ws;
+  if (dtype_is_fp8(s.w)) ws = rand_uniform(size_t(N), ctx.seed, 15, 1e-3f, 1e-2f, DType::f32);
+  const Device d = ctx.device;
+  Tensor ta = make(a, {M, int64_t(a.size()) / M}, s.x, d), tb = make(b, {M, K}, s.x, d), tg = make(g, {K}, s.x, d);
+  Tensor tw = make(w, {N, K}, s.w, d), tws = ws.empty() ? Tensor() : make(ws, {N}, DType::f32, d);
+  Tensor th = make(rand_normal(size_t(M * K), ctx.seed, 16, 1e3f, s.x), {M, K}, s.x, d);
+  Tensor ty = make(rand_normal(size_t(M * N), ctx.seed, 17, 1e3f, s.x), {M, N}, s.x, d);
+  SkinnyPrologue p = s.pro == Pro::swiglu ? SkinnyPrologue::swiglu(ta)
+                     : s.pro == Pro::norm ? SkinnyPrologue::rms_norm(ta, tg, eps)
+                                          : SkinnyPrologue::add_rms_norm(ta, tb, tg, eps, th);
+  skinny_gemm_fused(p, tw, tws, ty);
+
+  // Reference in fp64 from the same rounded inputs: h rounded into x's dtype (add_rms_norm's h), x unrounded.
+  std::vector<double> x(size_t(M * K)), h(size_t(M * K));
+  for (int64_t m = 0; m < M; m++) {
+    if (s.pro == Pro::swiglu) {
+      for (int64_t k = 0; k < K; k++) {
+        const double gv = a[size_t(m * 2 * K + k)], uv = a[size_t(m * 2 * K + K + k)];
+        x[size_t(m * K + k)] = gv / (1.0 + std::exp(-gv)) * uv;
+      }
+      continue;
+    }
+    double ss = 0;
+    for (int64_t k = 0; k < K; k++) {
+      const size_t i = size_t(m * K + k);
+      h[i] = s.pro == Pro::add_norm ? double(round_to(s.x, a[i] + b[i])) : double(a[i]);
+      ss += h[i] * h[i];
+    }
+    const double r = 1.0 / std::sqrt(ss / double(K) + eps);
+    for (int64_t k = 0; k < K; k++) x[size_t(m * K + k)] = h[size_t(m * K + k)] * r * g[size_t(k)];
+  }
+  std::vector<double> ref(size_t(M * N)), wsd = to_double(ws);
+  skinny_gemm_ref(x.data(), to_double(w).data(), ws.empty() ? nullptr : wsd.data(), !ws.empty(), ref.data(), M, N, K);
+  // The 1/rms factor and SiLU add a few f32 ulps to the product's own error: factor 3, not 2.
+  std::vector<Check> r = {compare("y", ty, ref, derived_tol(s.x, double(K), 3))};
+  if (s.pro == Pro::add_norm) r.push_back(compare("h_out", th, h, 0.0));  // exactly add_rms_norm's stored h
+  return r;
+}
+
+OpCase fused_error_case() {
+  OpCase c{"skinny_gemm", "skinny_gemm_fused(errors)"};
+  c.test = [](const Ctx& ctx) {
+    auto T = [&](Shape s, DType dt) { return Tensor::zeros(s, dt, ctx.device); };
+    Tensor a = T({2, 32}, DType::bf16), b = T({2, 32}, DType::bf16), g = T({32}, DType::bf16), h = T({2, 32}, DType::bf16);
+    Tensor w = T({16, 32}, DType::bf16), y = T({2, 16}, DType::bf16), none;
+    std::vector<Check> r;
+    r.push_back(expect_error("h_out aliases a", [&] {
+      skinny_gemm_fused(SkinnyPrologue::add_rms_norm(a, b, g, 1e-5f, a), w, none, y);
+    }, "h_out not to overlap a"));
+    r.push_back(expect_error("gamma shape", [&] {
+      Tensor g2 = T({31}, DType::bf16);
+      skinny_gemm_fused(SkinnyPrologue::rms_norm(a, g2, 1e-5f), w, none, y);
+    }, "gamma of shape [32]"));
+    r.push_back(expect_error("b dtype", [&] {
+      Tensor b2 = T({2, 32}, DType::f32);
+      skinny_gemm_fused(SkinnyPrologue::add_rms_norm(a, b2, g, 1e-5f, h), w, none, y);
+    }, "b of dtype"));
+    r.push_back(expect_error("odd gu", [&] {
+      Tensor gu = T({2, 63}, DType::bf16);
+      skinny_gemm_fused(SkinnyPrologue::swiglu(gu), w, none, y);
+    }, "gate and up"));
+    r.push_back(expect_error("swiglu K", [&] {
+      Tensor gu = T({2, 62}, DType::bf16);
+      skinny_gemm_fused(SkinnyPrologue::swiglu(gu), w, none, y);
+    }, "K = 31"));
+    r.push_back(expect_error("h_out without b", [&] {
+      SkinnyPrologue p = SkinnyPrologue::rms_norm(a, g, 1e-5f);
+      p.h_out = h;
+      skinny_gemm_fused(p, w, none, y);
+    }, "both given or both left out"));
+    return r;
+  };
+  return c;
+}
+
 std::vector<OpCase> cases() {
   std::vector<OpCase> out;
   struct NK { int64_t N, K; };
@@ -125,6 +219,23 @@ std::vector<OpCase> cases() {
       out.push_back(c);
     }
   out.push_back(error_case());
+
+  // Fused prologues. K = 1000 takes the byte-load path for bf16 weights (2000-byte rows); K = 4096 is one whole
+  // x chunk; K = 14336 is two chunks at one row (the ss sums cross a restage); N = 40 makes the GPU split K for
+  // SwiGLU (the norm never splits). Rows 1 (decode), 3 and 16.
+  const NK fshapes[] = {{96, 256}, {257, 1000}, {384, 4096}, {40, 4096}, {72, 14336}};
+  int j = 0;
+  for (Pro pro : {Pro::norm, Pro::add_norm, Pro::swiglu})
+    for (DType w : {DType::bf16, DType::e4m3fn})
+      for (NK nk : fshapes)
+        for (int64_t M : {1, 3, 16}) {
+          SF s{pro, M, nk.N, nk.K, floats[j++ % 3], w};
+          OpCase c{"skinny_gemm", str("skinny_gemm_fused(", pro_name(pro), ",", dtype_name(s.x), "x", dtype_name(w),
+                                      ",M=", M, ",N=", nk.N, ",K=", nk.K, ")")};
+          c.test = [=](const Ctx& ctx) { return run_sf(ctx, s); };
+          out.push_back(c);
+        }
+  out.push_back(fused_error_case());
 
   // Perf: Llama-3.1-8B decode projections, bf16 activations and outputs; bytes = weights + x + y (the weight
   // stream is the floor; the lead compares GB/s to the copy ceiling).

@@ -28,12 +28,7 @@ GemmPath gemm_path() {
   ANVIL_THROW("ANVIL_GEMM", "'tiled', 'vendor' or 'auto' (or unset)", str("'", e, "'"));
 }
 
-// Rows up to which the skinny kernel replaces the vendor GEMM for 16-bit products y = x @ w^T (the linear layer).
-// H200, 2026-11-29: at M=1 the skinny kernel reads weights at 61-87% of copy bandwidth against 57% for torch's
-// cuBLAS GEMV (14336x4096); at M=4 it falls to 34-54% and at M=16 to 13-18% (its fp32 FMA path is the limit),
-// so M >= 2 goes to cuBLASLt (whose M=4/16 rates are not yet measured) until the skinny kernel uses MMA.
-// Weight-only FP8 (bf16 x, fp8 w) has no vendor path, so it takes the skinny kernel up to kSkinnyMaxRows always.
-constexpr int64_t kSkinnyCrossoverRows = 1;
+// kSkinnyCrossoverRows (skinny_gemm.h): the rows up to which 16-bit decode products take the skinny kernel.
 
 constexpr int kThreads = 256;
 

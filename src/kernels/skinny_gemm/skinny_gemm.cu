@@ -19,10 +19,12 @@
 // Reduction across the warp: the MB*NC per-lane sums are reduce-scattered (each butterfly step sends half of the
 // remaining values), MB*NC - 1 shuffles instead of MB*NC*log2(kWarp).
 #include <algorithm>
+#include <cstdlib>
 #include <type_traits>
 
 #include "backends/gpu/common.cuh"
 #include "kernels/skinny_gemm/skinny_gemm.h"
+#include "kernels/swiglu/swiglu_gpu.cuh"
 
 namespace anvil {
 namespace {
@@ -31,6 +33,11 @@ constexpr int kThreads = 256;  // 8 warps of 32 or 4 wavefronts of 64
 constexpr int kWarp = gpu::kWarpSize;
 constexpr int kWarps = kThreads / kWarp;
 constexpr int kSmemFloats = 12288;  // 48 KB of f32 x per block: NVIDIA's limit without opt-in
+// L2 prefetch defaults (ANVIL_SKINNY_PF / ANVIL_SKINNY_PFD override them; docs/decode_kernels.md has the sweep).
+// Before the wait: 8 KB of each row = a whole 4096-wide bf16 row; the first wave of the 8B GEMMs (264 blocks x
+// 8 warps x 2 rows at one row of x) then asks for <= 34 MB, within the H200's 50 MB L2.
+constexpr int kPrefetchBytes = 8192;
+constexpr int kPrefetchSteps = 0;
 
 // Weight formats (16 bytes per pack).
 struct WBf16 { static constexpr int kBytes = 2; };
@@ -68,7 +75,17 @@ struct Params {
   int M, N, K;
   int k_split;  // k-values per grid.y slice, a multiple of the step
   int kc;       // k-values per staged x chunk, a multiple of the step, <= k_split
+  // Fused x staging (SkinnyPrologue in skinny_gemm.h): what `x` is and what the staging computes from it.
+  int pro;            // kProPlain, kProNorm (x = a), kProSwiglu (x = gu, rows of 2K)
+  const void* nb;     // norm: the branch added to a (h = a + nb), or null
+  const void* gamma;  // norm: (K), x's dtype
+  void* h_out;        // norm with nb: (M, K) receives h; written by the blocks of column block 0
+  float eps;
+  // L2 prefetch of the weights (see skinny_kernel): bytes of each row asked for before waiting on the previous
+  // kernel, and how many steps ahead the loop asks for the next ones (0: none).
+  int pf_bytes, pf_dist;
 };
+constexpr int kProPlain = 0, kProNorm = 1, kProSwiglu = 2;
 
 // Four consecutive weights (k = 4q .. 4q+3 of a pack) decoded to f32. FP8 by bit placement: the 7 magnitude
 // bits land in the f32 exponent/mantissa so that the value is 2^-120 (fn, bias 7) or 2^-119 (fnuz, bias 8) times
@@ -154,13 +171,39 @@ __device__ __forceinline__ void load_step(const Rows& w, int kb, int ke, int s, 
   }
 }
 
+// Where quad q (k = 4q .. 4q+3 of the chunk) of row m is staged. Swizzled: quad q of pack p (k = p*E + 4q .. +3)
+// sits at float index (p / kWarp)*SEG + (q*kWarp + p % kWarp)*4, so a warp's float4 reads of one quad are
+// consecutive (conflict-free).
+template <int E>
+__device__ __forceinline__ float4* staged_quad(float* xs, int m, int k, int kc) {
+  constexpr int SEG = kWarp * E;
+  const int seg = k / SEG, lane = (k % SEG) / E, q = (k % E) / 4;
+  return reinterpret_cast<float4*>(xs + m * kc + seg * SEG + (q * kWarp + lane) * 4);
+}
+
+// x element (m, k0 + k) as f32, for the plain and SwiGLU stagings.
+template <class TX>
+struct XPlain {
+  const TX* x;
+  int K, k0;
+  __device__ float operator()(int m, int k) const { return to_f32(x[int64_t(m) * K + k0 + k]); }
+};
+template <class TX>
+struct XSwiglu {  // gu (M, 2K): gate in columns [0, K), up in [K, 2K)
+  const TX* gu;
+  int K, k0;
+  __device__ float operator()(int m, int k) const {
+    const TX* g = gu + int64_t(m) * 2 * K + k0 + k;
+    return swiglu_f32<TX>(to_f32(g[0]), to_f32(g[K]));
+  }
+};
+
 // x rows [0, MB) x k in [k0, k0 + len) -> xs (MB, kc) f32, zero past row M and past len (to the end of the last
-// segment of kWarp packs, as far as the compute loop reads). Swizzled: quad q of pack p (k = p*E + 4q .. +3) sits
-// at float index (p / kWarp)*SEG + (q*kWarp + p % kWarp)*4, so a warp's float4 reads of one quad are consecutive
-// (conflict-free). Two quads per thread in flight (unroll 2; 4 cost registers the weight buffers need): a full
-// chunk (MB*kc <= 12288 floats, 12 quads per thread) is staged in ~6 L2 round trips.
-template <int E, int MB, class TX>
-__device__ __forceinline__ void stage_x(const TX* __restrict__ x, int M, int K, int k0, int len, int kc, float* xs) {
+// segment of kWarp packs, as far as the compute loop reads). Two quads per thread in flight (unroll 2; 4 cost
+// registers the weight buffers need): a full chunk (MB*kc <= 12288 floats, 12 quads per thread) is staged in
+// ~6 L2 round trips.
+template <int E, int MB, class F>
+__device__ __forceinline__ void stage_x(const F& load, int M, int len, int kc, float* xs) {
   constexpr int SEG = kWarp * E;
   const int nq = (len + SEG - 1) / SEG * SEG / 4;  // quads per row
 #pragma unroll 2
@@ -168,9 +211,69 @@ __device__ __forceinline__ void stage_x(const TX* __restrict__ x, int M, int K, 
     const int m = i / nq, k = (i - m * nq) * 4;
     float v[4];
 #pragma unroll
-    for (int e = 0; e < 4; e++) v[e] = (m < M && k + e < len) ? to_f32(x[int64_t(m) * K + k0 + k + e]) : 0.f;
-    const int seg = k / SEG, lane = (k % SEG) / E, q = (k % E) / 4;
-    *reinterpret_cast<float4*>(xs + m * kc + seg * SEG + (q * kWarp + lane) * 4) = make_float4(v[0], v[1], v[2], v[3]);
+    for (int e = 0; e < 4; e++) v[e] = (m < M && k + e < len) ? load(m, k + e) : 0.f;
+    *staged_quad<E>(xs, m, k, kc) = make_float4(v[0], v[1], v[2], v[3]);
+  }
+}
+
+// The norm staging: h = a (+ nb, rounded to TX as add_rms_norm stores it), x = h * gamma; the 1/rms factor is
+// applied to the output instead (y = rstd * (h*gamma) @ w^T), so the block needs the sum of squares only at the
+// end, and it needs the whole row: the launch never splits K for this prologue. Rows outer, so a thread's share
+// of a row is one scalar; ss_part[warp][m] accumulates the warp's share over the chunks (fixed order: the result
+// does not depend on timing).
+template <int E, int MB, class TX>
+__device__ __forceinline__ void stage_norm(const Params& p, int k0, int len, float* xs, float* ss_part, bool write_h) {
+  constexpr int SEG = kWarp * E;
+  const int nq = (len + SEG - 1) / SEG * SEG / 4;
+  const TX* a = static_cast<const TX*>(p.x);
+  const TX* b = static_cast<const TX*>(p.nb);
+  const TX* g = static_cast<const TX*>(p.gamma);
+  TX* h_out = static_cast<TX*>(p.h_out);
+  for (int m = 0; m < MB; m++) {
+    float ss = 0.f;
+    for (int i = int(threadIdx.x); i < nq; i += kThreads) {
+      const int k = i * 4;
+      float v[4];
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        v[e] = 0.f;
+        if (m < p.M && k + e < len) {
+          const int64_t o = int64_t(m) * p.K + k0 + k + e;
+          float h = to_f32(a[o]);
+          if (b) {
+            const TX hr = from_f32<TX>(h + to_f32(b[o]));
+            h = to_f32(hr);
+            if (write_h) h_out[o] = hr;
+          }
+          ss = fmaf(h, h, ss);
+          v[e] = h * to_f32(g[k0 + k + e]);
+        }
+      }
+      *staged_quad<E>(xs, m, k, p.kc) = make_float4(v[0], v[1], v[2], v[3]);
+    }
+    if (m < p.M) {
+      ss = gpu::warp_sum(ss);
+      if (threadIdx.x % kWarp == 0) ss_part[(threadIdx.x / kWarp) * MB + m] += ss;
+    }
+  }
+}
+
+// One staged chunk of x, whatever the prologue and x dtype.
+template <int E, int MB>
+__device__ __forceinline__ void stage_chunk(const Params& p, int k0, int len, float* xs, float* ss_part) {
+  if (p.pro == kProNorm) {
+    const bool write_h = p.nb && blockIdx.x == 0;
+    if (p.x_dtype == DType::f32) stage_norm<E, MB, float>(p, k0, len, xs, ss_part, write_h);
+    else if (p.x_dtype == DType::bf16) stage_norm<E, MB, bf16>(p, k0, len, xs, ss_part, write_h);
+    else stage_norm<E, MB, f16>(p, k0, len, xs, ss_part, write_h);
+  } else if (p.pro == kProSwiglu) {
+    if (p.x_dtype == DType::f32) stage_x<E, MB>(XSwiglu<float>{static_cast<const float*>(p.x), p.K, k0}, p.M, len, p.kc, xs);
+    else if (p.x_dtype == DType::bf16) stage_x<E, MB>(XSwiglu<bf16>{static_cast<const bf16*>(p.x), p.K, k0}, p.M, len, p.kc, xs);
+    else stage_x<E, MB>(XSwiglu<f16>{static_cast<const f16*>(p.x), p.K, k0}, p.M, len, p.kc, xs);
+  } else {
+    if (p.x_dtype == DType::f32) stage_x<E, MB>(XPlain<float>{static_cast<const float*>(p.x), p.K, k0}, p.M, len, p.kc, xs);
+    else if (p.x_dtype == DType::bf16) stage_x<E, MB>(XPlain<bf16>{static_cast<const bf16*>(p.x), p.K, k0}, p.M, len, p.kc, xs);
+    else stage_x<E, MB>(XPlain<f16>{static_cast<const f16*>(p.x), p.K, k0}, p.M, len, p.kc, xs);
   }
 }
 
@@ -219,9 +322,14 @@ template <class WT, int MB, bool VEC>
 __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, Cfg<MB>::kMinBlocks) skinny_kernel(Params p) {
   constexpr int NC = Cfg<MB>::NC, U = Cfg<MB>::U, E = 16 / WT::kBytes, Q = E / 4;
   constexpr int SEG = kWarp * E, STEP = SEG * U;
+  // The next kernel may launch now: it is launched early too (the next GEMM, or rope_append after q|k|v) and
+  // only streams its weights into L2 until this grid has finished, filling the SMs this grid's tail leaves idle.
+  anvil_allow_next_grid();
   extern __shared__ float4 xs_raw[];  // float4: 16-byte aligned
   float* xs = reinterpret_cast<float*>(xs_raw);
+  float* ss_part = xs + MB * p.kc;  // norm prologue: (kWarps, MB) sums of squares of h, after the x chunk
   const int lane = int(threadIdx.x) % kWarp, warp = int(threadIdx.x) / kWarp;
+  if (p.pro == kProNorm && int(threadIdx.x) < kWarps * MB) ss_part[threadIdx.x] = 0.f;  // before the first barrier
   const int n0 = (int(blockIdx.x) * kWarps + warp) * NC;
   const int kb = int(blockIdx.y) * p.k_split, ke = min(p.K, kb + p.k_split);
   const int nsteps = (ke - kb + STEP - 1) / STEP, spc = p.kc / STEP;  // steps, steps per staged chunk
@@ -238,17 +346,33 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, Cfg<MB>::kMinBlocks) skinny_kernel
   uint32_t cur[U][NC][4], nxt[Cfg<MB>::DB ? U : 1][NC][4];
   load_step<WT, U, NC, VEC>(wrow, kb, ke, 0, lane, cur);
   // Launched early (gpu::launch_early): the first weights are in flight before the previous kernel, which
-  // writes x or still reads y, has finished.
+  // writes x or still reads y, has finished. The weights do not depend on it, so the L2 is asked for the first
+  // pf_bytes of each of the warp's rows as well: a 2-3 us kernel before this one (a norm, attention) then
+  // overlaps ~10 MB of weight streaming instead of leaving HBM idle.
+  if (p.pf_bytes > 0) {
+    const int64_t row_span = int64_t(ke - kb) * WT::kBytes, span = row_span < p.pf_bytes ? row_span : p.pf_bytes;
+    const uint8_t* r0 = wrow.w0 + int64_t(kb) * WT::kBytes;
+#pragma unroll
+    for (int c = 0; c < NC; c++)
+      if (c < wrow.ncols)
+        for (int64_t o = int64_t(lane) * 128; o < span; o += kWarp * 128) anvil_prefetch_l2(r0 + c * row_bytes + o);
+  }
   anvil_wait_prior_grid();
 
   for (int s = 0; s < nsteps; s++) {
     if (s % spc == 0) {  // a new x chunk; this step's weights are already in flight (uniform over the block)
       const int k0 = kb + s * STEP, len = min(p.kc, ke - k0);
       __syncthreads();  // every warp is done reading the previous chunk
-      if (p.x_dtype == DType::f32) stage_x<E, MB>(static_cast<const float*>(p.x), p.M, p.K, k0, len, p.kc, xs);
-      else if (p.x_dtype == DType::bf16) stage_x<E, MB>(static_cast<const bf16*>(p.x), p.M, p.K, k0, len, p.kc, xs);
-      else stage_x<E, MB>(static_cast<const f16*>(p.x), p.M, p.K, k0, len, p.kc, xs);
-      __syncthreads();
+      stage_chunk<E, MB>(p, k0, len, xs, ss_part);
+      __syncthreads();  // also orders the last ss_part update before the epilogue reads it
+    }
+    if (p.pf_dist > 0) {  // one lane per 128-byte line of each row, pf_dist steps ahead
+      constexpr int kLines = STEP * WT::kBytes / 128;
+      if (lane < kLines * NC) {
+        const int c = lane / kLines;
+        const int64_t byte = (int64_t(kb) + int64_t(s + p.pf_dist) * STEP) * WT::kBytes + (lane % kLines) * 128;
+        if (c < wrow.ncols && byte < int64_t(ke) * WT::kBytes) anvil_prefetch_l2(wrow.w0 + c * row_bytes + byte);
+      }
     }
     if constexpr (Cfg<MB>::DB) {
       if (s + 1 < nsteps) load_step<WT, U, NC, VEC>(wrow, kb, ke, s + 1, lane, nxt);
@@ -299,8 +423,14 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, Cfg<MB>::kMinBlocks) skinny_kernel
   for (int i = 0; i < R; i++) {
     const int idx = (lane / G) * R + i, m = idx / NC, n = n0 + idx % NC;
     if (m >= p.M || n >= p.N) continue;
+    float r = 1.f;  // norm prologue: 1/rms of row m, exactly as add_rms_norm computes it from the whole row
+    if (p.pro == kProNorm) {
+      float ss = 0.f;
+      for (int w = 0; w < kWarps; w++) ss += ss_part[w * MB + m];
+      r = rsqrtf(ss / float(p.K) + p.eps);
+    }
     if (p.part) p.part[(int64_t(blockIdx.y) * p.M + m) * p.N + n] = v[i];
-    else store_y(p, int64_t(m) * p.N + n, v[i] * out_scale(p, n));
+    else store_y(p, int64_t(m) * p.N + n, v[i] * r * out_scale(p, n));
   }
 }
 
@@ -319,7 +449,8 @@ void launch(Params p, Device dev) {
   constexpr int NC = Cfg<MB>::NC, U = Cfg<MB>::U, E = 16 / WT::kBytes, STEP = kWarp * E * U;
   // One chunk of at least one step: at most 64 KB (MB=16 fp8 on 64-wide AMD wavefronts, within the LDS);
   // with 32-wide warps every configuration stays within NVIDIA's 48 KB default.
-  static_assert(MB * STEP * 4 <= 65536 && (kWarp > 32 || MB * STEP * 4 <= 49152), "x chunk exceeds shared memory");
+  constexpr int kMinBytes = (MB * STEP + kWarps * MB) * 4;  // one step's chunk and the norm's sums
+  static_assert(kMinBytes <= 65536 && (kWarp > 32 || kMinBytes <= 49152), "x chunk exceeds shared memory");
   const int cus = gpu::device_info(gpu::current_device()).compute_units;
   const int gx = gpu::ceil_div(p.N, kWarps * NC);
   // Split K when the column blocks alone cannot keep kInFlightPerCU bytes of weight loads in flight per SM (the
@@ -330,10 +461,12 @@ void launch(Params p, Device dev) {
   const int64_t in_flight = int64_t(gx) * kWarps * kWarpBytes;
   int S = int(std::min<int64_t>((kInFlightPerCU * cus + in_flight - 1) / in_flight, std::max(1, p.K / (2 * STEP))));
   S = std::max(S, 1);
+  if (p.pro == kProNorm) S = 1;  // the norm needs whole rows in every block (stage_norm)
   p.k_split = std::max(STEP, gpu::ceil_div(gpu::ceil_div(p.K, S), STEP) * STEP);
   S = std::max(1, gpu::ceil_div(p.K, p.k_split));
-  p.kc = std::min(std::max(STEP, kSmemFloats / MB / STEP * STEP), p.k_split);
-  const size_t smem = size_t(MB) * size_t(p.kc) * sizeof(float);
+  const int reserve = p.pro == kProNorm ? kWarps * MB : 0;  // ss_part after the x chunk
+  p.kc = std::min(std::max(STEP, (kSmemFloats - reserve) / MB / STEP * STEP), p.k_split);
+  const size_t smem = (size_t(MB) * size_t(p.kc) + size_t(reserve)) * sizeof(float);
   Tensor part;
   if (S > 1) {
     part = Tensor::empty({S, p.M, p.N}, DType::f32, dev);
@@ -357,15 +490,26 @@ void launch_rows(const Params& p, bool vec, Device dev) {
   launch<WT, 16, true>(p, dev);
 }
 
-}  // namespace
+// How far ahead of the loads the L2 is asked for weights (read once per process). ANVIL_SKINNY_PF: bytes of each
+// weight row before waiting on the previous kernel; ANVIL_SKINNY_PFD: steps ahead inside the loop (0: none).
+int env_or(const char* name, int dflt) {
+  const char* e = std::getenv(name);
+  return e && *e ? std::atoi(e) : dflt;
+}
+int prefetch_bytes() {
+  static const int v = std::max(0, env_or("ANVIL_SKINNY_PF", kPrefetchBytes));
+  return v;
+}
+int prefetch_dist() {
+  static const int v = std::max(0, env_or("ANVIL_SKINNY_PFD", kPrefetchSteps));
+  return v;
+}
 
-void skinny_gemm_gpu(const Tensor& x, const Tensor& x_scale, const Tensor& w, const Tensor& w_scale, float alpha,
-                     Tensor& y) {
-  Params p{};
-  p.M = int(x.size(0)), p.K = int(x.size(1)), p.N = int(w.size(0));
+void run(Params p, const Tensor& w, const Tensor& x_scale, const Tensor& w_scale, float alpha, Tensor& y) {
+  p.N = int(w.size(0));
   if (p.M == 0 || p.N == 0) return;
   ANVIL_CHECK(p.M <= kSkinnyMaxRows, "skinny_gemm_gpu", str("M <= ", kSkinnyMaxRows), p.M);
-  p.x = x.data_ptr(), p.x_dtype = x.dtype();
+  p.pf_bytes = prefetch_bytes(), p.pf_dist = prefetch_dist();
   p.w = w.data_ptr();
   p.y = y.data_ptr(), p.y_dtype = y.dtype();
   p.x_scale = x_scale.defined() ? x_scale.data<float>() : nullptr;
@@ -380,6 +524,34 @@ void skinny_gemm_gpu(const Tensor& x, const Tensor& x_scale, const Tensor& w, co
     case DType::e4m3fnuz: return launch_rows<WE4m3<true>>(p, vec, y.device());
     default: ANVIL_THROW("skinny_gemm_gpu", "w in bf16/f16/e4m3fn/e4m3fnuz", dtype_name(w.dtype()));
   }
+}
+
+}  // namespace
+
+void skinny_gemm_gpu(const Tensor& x, const Tensor& x_scale, const Tensor& w, const Tensor& w_scale, float alpha,
+                     Tensor& y) {
+  Params p{};
+  p.M = int(x.size(0)), p.K = int(x.size(1));
+  p.x = x.data_ptr(), p.x_dtype = x.dtype();
+  p.pro = kProPlain;
+  run(p, w, x_scale, w_scale, alpha, y);
+}
+
+void skinny_gemm_fused_gpu(const SkinnyPrologue& pro, const Tensor& w, const Tensor& w_scale, Tensor& y) {
+  Params p{};
+  p.M = int(y.size(0)), p.K = int(w.size(1));
+  if (pro.kind == SkinnyPrologue::Kind::swiglu) {
+    p.pro = kProSwiglu;
+    p.x = pro.gu.data_ptr(), p.x_dtype = pro.gu.dtype();
+  } else {
+    p.pro = kProNorm;
+    p.x = pro.a.data_ptr(), p.x_dtype = pro.a.dtype();
+    p.nb = pro.b.defined() ? pro.b.data_ptr() : nullptr;
+    p.gamma = pro.gamma.data_ptr();
+    p.h_out = pro.b.defined() ? pro.h_out.data_ptr() : nullptr;
+    p.eps = pro.eps;
+  }
+  run(p, w, Tensor(), w_scale, 1.f, y);
 }
 
 }  // namespace anvil

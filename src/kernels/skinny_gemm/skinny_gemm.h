@@ -12,6 +12,8 @@
 // Fusion:  by stacking, not by a multi-output kernel. Projections that read the same x are one weight whose rows
 //          are the concatenated outputs: q, k, v -> w (NH*HD + 2*NKV*HD, C); gate, up -> w (2*H, C). One launch
 //          streams all of them; the caller slices y's columns. Per-channel FP8 scales stack the same way.
+// Prologue fusion (skinny_gemm_fused): the kernel that made x (add_rms_norm, swiglu) is folded into the x staging,
+//          one launch instead of two per decode projection; see SkinnyPrologue.
 // Backends: CPU loops (OpenMP over n, f32 accumulation); GPU: a warp-per-columns streaming kernel (skinny_gemm.cu).
 //          matmul / matmul_fwd / matmul_fp8 route M <= kSkinnyMaxRows products here on the GPU (matmul.cu).
 #pragma once
@@ -23,8 +25,54 @@ namespace anvil {
 // lane in registers (16 x 4 = 64), and at 16 rows the fp32 FMA units already cap it (docs/decode_kernels.md).
 constexpr int64_t kSkinnyMaxRows = 16;
 
+// Rows up to which matmul and the linear layer send 16-bit products y = x @ w^T to this kernel on the GPU.
+// H200, 2026-11-29: at M=1 the skinny kernel reads weights at 61-87% of copy bandwidth against 57% for torch's
+// cuBLAS GEMV (14336x4096); at M=4 it falls to 34-54% and at M=16 to 13-18% (its fp32 FMA path is the limit),
+// so M >= 2 goes to cuBLASLt until the kernel uses MMA. Weight-only FP8 has no vendor path: see linear.cpp.
+constexpr int64_t kSkinnyCrossoverRows = 1;
+
 // Front-end: checks every argument, then runs on x's device.
 void skinny_gemm(const Tensor& x, const Tensor& w, const Tensor& w_scale, Tensor& y);
+
+// What the fused kernel stages as x (M, K), computed from the previous kernel's inputs:
+//   rms_norm / add_rms_norm: h = a (+ b, rounded to a's dtype: add_rms_norm's h, written to h_out), and
+//     y = rstd * ((h * gamma) @ (w_scale * w)^T),  rstd = 1 / sqrt(mean_k(h^2) + eps)
+//     — add_rms_norm_fwd followed by skinny_gemm, except that the normed x is not rounded to 16 bits
+//     (the 1/rms factor is applied to the f32 sums). a, b, h_out (M, K) and gamma (K) in one dtype (f32/bf16/
+//     f16); h_out must not overlap a or b (blocks read a while others write h): the caller ping-pongs buffers.
+//   swiglu: x = silu(gu[:, :K]) * gu[:, K:] in f32 (swiglu_fwd without rounding its output), gu (M, 2K).
+struct SkinnyPrologue {
+  enum class Kind { norm, swiglu };
+  Kind kind = Kind::norm;
+  Tensor a, b, gamma, h_out;  // norm (b and h_out: both or neither)
+  float eps = 0.f;
+  Tensor gu;  // swiglu
+
+  static SkinnyPrologue rms_norm(const Tensor& a, const Tensor& gamma, float eps) {
+    SkinnyPrologue p;
+    p.a = a, p.gamma = gamma, p.eps = eps;
+    return p;
+  }
+  static SkinnyPrologue add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& gamma, float eps, const Tensor& h_out) {
+    SkinnyPrologue p = rms_norm(a, gamma, eps);
+    p.b = b, p.h_out = h_out;
+    return p;
+  }
+  static SkinnyPrologue swiglu(const Tensor& gu) {
+    SkinnyPrologue p;
+    p.kind = Kind::swiglu, p.gu = gu;
+    return p;
+  }
+  int64_t rows() const { return kind == Kind::swiglu ? gu.size(0) : a.size(0); }
+  int64_t cols() const { return kind == Kind::swiglu ? gu.size(1) / 2 : a.size(1); }
+  DType dtype() const { return kind == Kind::swiglu ? gu.dtype() : a.dtype(); }
+  Device device() const { return kind == Kind::swiglu ? gu.device() : a.device(); }
+};
+
+// Front-end: checks every argument (shapes, dtypes, aliasing), then runs on the prologue's device.
+void skinny_gemm_fused(const SkinnyPrologue& pro, const Tensor& w, const Tensor& w_scale, Tensor& y);
+void skinny_gemm_fused_cpu(const SkinnyPrologue& pro, const Tensor& w, const Tensor& w_scale, Tensor& y);
+void skinny_gemm_fused_gpu(const SkinnyPrologue& pro, const Tensor& w, const Tensor& w_scale, Tensor& y);
 
 // fp64 reference (the spec): y[m][n] = w_scale[per_channel ? n : 0] * sum_k x[m][k] * w[n][k].
 // w holds the already-decoded weight values (fp8 codes decoded exactly); w_scale may be nullptr (= 1).

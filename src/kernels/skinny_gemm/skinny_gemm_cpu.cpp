@@ -1,6 +1,7 @@
 // CPU skinny_gemm: output columns in parallel (OpenMP); each thread decodes one weight row to f32 once and takes
 // its dot product with the M activation rows (widened to f32 once). Eight partial sums per dot product keep the
 // f32 accumulation error near sqrt(K) ulps and let the compiler vectorise.
+#include <cmath>
 #include <vector>
 
 #include "core/dispatch.h"
@@ -63,6 +64,44 @@ void skinny_gemm_cpu(const Tensor& x, const Tensor& x_scale, const Tensor& w, co
         store_from_f32(y.data_ptr(), y.dtype(), size_t(m * N + n), dot8(xf.data() + m * K, row.data(), K) * s);
     }
   }
+}
+
+}  // namespace anvil
+
+namespace anvil {
+
+// The prologue's x materialised in f32 (rstd folded in), then the plain product: the same function as the GPU
+// kernel up to f32 rounding order.
+void skinny_gemm_fused_cpu(const SkinnyPrologue& pro, const Tensor& w, const Tensor& w_scale, Tensor& y) {
+  const int64_t M = pro.rows(), K = pro.cols();
+  Tensor x = Tensor::empty({M, K}, DType::f32, Device::cpu());
+  float* xf = x.data<float>();
+  if (pro.kind == SkinnyPrologue::Kind::swiglu) {
+    for (int64_t m = 0; m < M; m++)
+      for (int64_t k = 0; k < K; k++) {
+        const float g = load_as_f32(pro.gu.data_ptr(), pro.gu.dtype(), size_t(m * 2 * K + k));
+        const float u = load_as_f32(pro.gu.data_ptr(), pro.gu.dtype(), size_t(m * 2 * K + K + k));
+        xf[m * K + k] = g / (1.f + std::exp(-g)) * u;
+      }
+  } else {
+    const DType dt = pro.a.dtype();
+    for (int64_t m = 0; m < M; m++) {
+      double ss = 0;
+      for (int64_t k = 0; k < K; k++) {
+        const size_t i = size_t(m * K + k);
+        float h = load_as_f32(pro.a.data_ptr(), dt, i);
+        if (pro.b.defined()) {
+          store_from_f32(pro.h_out.data_ptr(), dt, i, h + load_as_f32(pro.b.data_ptr(), dt, i));
+          h = load_as_f32(pro.h_out.data_ptr(), dt, i);  // rounded to the dtype, as stored
+        }
+        ss += double(h) * h;
+        xf[i] = h;
+      }
+      const float r = 1.f / std::sqrt(float(ss / double(K)) + pro.eps);
+      for (int64_t k = 0; k < K; k++) xf[m * K + k] *= r * load_as_f32(pro.gamma.data_ptr(), dt, size_t(k));
+    }
+  }
+  skinny_gemm_cpu(x, Tensor(), w, w_scale, 1.f, y);
 }
 
 }  // namespace anvil

@@ -5,21 +5,12 @@
 #include "core/dispatch.h"
 #include "kernels/elementwise/fp8_io.h"
 #include "kernels/swiglu/swiglu.h"
+#include "kernels/swiglu/swiglu_gpu.cuh"
 
 namespace anvil {
 namespace {
 
 constexpr int kThreads = 256;
-
-// At 6 bytes per element (bf16 forward) and ~4.8 TB/s, 132 SMs must finish an element in ~35 instructions;
-// the IEEE expf and division take ~25 of them. For 16-bit T the hardware exp2 and the fast divide (~2 f32
-// ulp, against the 2^-9 of the bf16 rounding that follows) cost ~6; f32 keeps the accurate versions.
-// For g < -88, 1 + e^-g is inf and both forms give 0.
-template <class T>
-__device__ __forceinline__ float sigmoid(float g) {
-  if constexpr (sizeof(T) == sizeof(float)) return 1.f / (1.f + expf(-g));
-  else return __fdividef(1.f, 1.f + __expf(-g));
-}
 
 // VEC: P = 16 bytes of T per access (H % P == 0, pointers aligned); otherwise one element per thread.
 template <class T, class TO, bool VEC>
@@ -38,7 +29,7 @@ __global__ void __launch_bounds__(kThreads) swiglu_fwd_kernel(const T* __restric
 #pragma unroll
     for (int k = 0; k < P; k++) {
       const float gv = to_f32(g.v[k]);
-      o.v[k] = from_f32<TO>(gv * sigmoid<T>(gv) * to_f32(u.v[k]) * inv_scale);
+      o.v[k] = from_f32<TO>(swiglu_f32<T>(gv, to_f32(u.v[k])) * inv_scale);
     }
     store_vec(out + n * H + j, o);
   }
@@ -57,7 +48,7 @@ __global__ void __launch_bounds__(kThreads) swiglu_bwd_kernel(const T* __restric
     Vec<T, P> dg, du;
 #pragma unroll
     for (int k = 0; k < P; k++) {
-      const float gv = to_f32(g.v[k]), uv = to_f32(u.v[k]), dv = to_f32(d.v[k]), s = sigmoid<T>(gv);
+      const float gv = to_f32(g.v[k]), uv = to_f32(u.v[k]), dv = to_f32(d.v[k]), s = swiglu_sigmoid<T>(gv);
       dg.v[k] = from_f32<T>(dv * uv * s * (1.f + gv * (1.f - s)));
       du.v[k] = from_f32<T>(dv * gv * s);
     }

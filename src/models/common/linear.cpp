@@ -3,10 +3,16 @@
 #include "models/common/linear.h"
 
 #include "backends/backend.h"
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/add_rms_norm/add_rms_norm.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/matmul/matmul.h"
 #include "kernels/quantize/quantize.h"
+#include "kernels/rms_norm/rms_norm.h"
 #include "kernels/skinny_gemm/skinny_gemm.h"
+#include "kernels/swiglu/swiglu.h"
 
 namespace anvil {
 
@@ -120,6 +126,35 @@ void linear_fwd(const Tensor& x, const LinearWeight& lw, Tensor& y) {
     matmul_fp8(q, lw.unit, lw.w, lw.w_scale, acc);
     linear_scale_rows(acc, row_scale, y2);
   }
+}
+
+bool linear_fuses(int64_t rows, const LinearWeight& lw, Device d) {
+  static const bool enabled = [] {
+    const char* e = std::getenv("ANVIL_DECODE_FUSION");
+    const char* g = std::getenv("ANVIL_GEMM");  // a forced GEMM path (matmul.cu) bypasses the skinny kernel
+    return !(e && std::strcmp(e, "0") == 0) && !(g && *g && std::strcmp(g, "auto") != 0);
+  }();
+  if (!enabled || !d.is_gpu() || rows < 1) return false;
+  if (lw.is_fp8()) return rows <= fp8_skinny_rows(d);
+  return (lw.w.dtype() == DType::bf16 || lw.w.dtype() == DType::f16) && rows <= kSkinnyCrossoverRows;
+}
+
+void linear_fwd_fused(const SkinnyPrologue& pro, const LinearWeight& lw, Tensor& y) {
+  const char* op = "linear_fwd_fused";
+  const int64_t rows = pro.rows(), OC = lw.w.size(0);
+  ANVIL_CHECK(y.is_contiguous() && y.numel() == rows * OC, op, str("y (", rows, ", ", OC, ") contiguous"), y.describe());
+  Tensor y2 = y.view({rows, OC});
+  if (linear_fuses(rows, lw, pro.device())) return skinny_gemm_fused(pro, lw.w, lw.w_scale, y2);
+  Tensor x = Tensor::empty({rows, pro.cols()}, pro.dtype(), pro.device());
+  if (pro.kind == SkinnyPrologue::Kind::swiglu) {
+    swiglu_fwd(pro.gu, x);
+  } else {
+    Tensor rstd = Tensor::empty({rows}, DType::f32, pro.device());
+    Tensor h_out = pro.h_out;  // a handle on the caller's buffer
+    if (pro.b.defined()) add_rms_norm_fwd(pro.b, pro.a, pro.gamma, pro.eps, h_out, x, rstd);
+    else rms_norm_fwd(pro.a, pro.gamma, pro.eps, x, rstd);
+  }
+  linear_fwd(x, lw, y2);
 }
 
 }  // namespace anvil

@@ -19,6 +19,7 @@
 //   captured decode step; `unit` is the device constant 1 that matmul_fp8 needs, made when the weight is.
 #pragma once
 #include "core/tensor.h"
+#include "kernels/skinny_gemm/skinny_gemm.h"
 
 namespace anvil {
 
@@ -38,6 +39,14 @@ LinearWeight linear_weight_fp8(const Tensor& w, const Tensor& w_scale, const Ten
 
 // y = x @ (w_scale * w)^T. Checks every argument (the 16-bit path through matmul_fwd).
 void linear_fwd(const Tensor& x, const LinearWeight& w, Tensor& y);
+
+// Decode fusion: y = (the prologue's x) @ (w_scale * w)^T, where the prologue is the norm or SwiGLU that makes x
+// (SkinnyPrologue, skinny_gemm.h). When linear_fuses() — a GPU, rows that take the skinny kernel, 16-bit or FP8
+// weights, ANVIL_DECODE_FUSION not 0, ANVIL_GEMM unset or auto — this is one kernel (skinny_gemm_fused: the x is
+// staged in f32, not rounded); otherwise the unfused kernels run (add_rms_norm_fwd / rms_norm_fwd / swiglu_fwd
+// into a temporary, then linear_fwd). Either way h_out receives the residual sum. y (rows, OC) or (B, T, OC).
+bool linear_fuses(int64_t rows, const LinearWeight& w, Device d);
+void linear_fwd_fused(const SkinnyPrologue& pro, const LinearWeight& w, Tensor& y);
 
 // y (N, OC) = acc (N, OC) f32 * row_scale[n] (N) f32, rounded once into y's dtype (f32/bf16/f16).
 void linear_scale_rows(const Tensor& acc, const Tensor& row_scale, Tensor& y);

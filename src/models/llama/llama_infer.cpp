@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "kernels/add_rms_norm/add_rms_norm.h"
 #include "kernels/attention/attention.h"
@@ -30,7 +31,7 @@ namespace {
 
 // The activations of one step of N = B*T rows.
 struct LlamaModel::StepBuffers {
-  Tensor h, n, rstd, branch;  // (N, C) residual stream, normed, (N) f32, (N, C) the branch added next
+  Tensor h, h2, n, rstd, branch;  // (N, C) residual stream and its second buffer, normed, (N) f32, (N, C) branch
   Tensor qkv, q, att, lse;    // (B, T, QD + 2 KVD), (B, T, NH, HD), (B, T, NH, HD), (B, NH, T) f32
   Tensor gu, act;             // (N, 2H), (N, H)
   Tensor nf, rf, logits;      // (B, C), (B) f32, (B, V) f32
@@ -45,7 +46,7 @@ StepBuffers make_buffers(const LlamaConfig& c, int64_t B, int64_t T, DType dt, D
   const int64_t NKV = c.num_key_value_heads, H = c.intermediate_size;
   auto E = [&](const Shape& s, DType d) { return Tensor::empty(s, d, dev); };
   StepBuffers b;
-  b.h = E({N, C}, dt), b.n = E({N, C}, dt), b.rstd = E({N}, DType::f32), b.branch = E({N, C}, dt);
+  b.h = E({N, C}, dt), b.h2 = E({N, C}, dt), b.n = E({N, C}, dt), b.rstd = E({N}, DType::f32), b.branch = E({N, C}, dt);
   b.qkv = E({B, T, (NH + 2 * NKV) * HD}, dt), b.q = E({B, T, NH, HD}, dt), b.att = E({B, T, NH, HD}, dt);
   b.lse = E({B, NH, T}, DType::f32);
   b.gu = E({N, 2 * H}, dt), b.act = E({N, H}, dt);
@@ -106,11 +107,19 @@ void LlamaModel::step_kernels(State& st, StepBuffers& b, int64_t T) {
   const float eps = float(cfg_.rms_norm_eps), scale = 1.f / std::sqrt(float(HD));
   embedding_fwd(st.step_ids, embed_->weight, b.h);
   Tensor att2 = b.att.view({N, NH * HD}), qkv2 = b.qkv.view({N, b.qkv.size(2)});
+  // Each norm is folded into the projection after it (linear_fwd_fused: one kernel in decode), which writes the
+  // new residual h + branch into the other buffer: blocks of the fused kernel still read h while one writes.
+  Tensor* h = &b.h;
+  Tensor* h_next = &b.h2;
+  auto add_norm = [&](const Tensor& w) {
+    SkinnyPrologue p = SkinnyPrologue::add_rms_norm(*h, b.branch, w, eps, *h_next);
+    std::swap(h, h_next);
+    return p;
+  };
   for (size_t l = 0; l < layers_.size(); l++) {
     LlamaLayer& ly = layers_[l];
-    if (l == 0) rms_norm_fwd(b.h, ly.in_norm->weight, eps, b.n, b.rstd);
-    else add_rms_norm_fwd(b.branch, b.h, ly.in_norm->weight, eps, b.h, b.n, b.rstd);  // h += branch, in place
-    linear_fwd(b.n, ly.lin_qkv, qkv2);
+    if (l == 0) linear_fwd_fused(SkinnyPrologue::rms_norm(*h, ly.in_norm->weight, eps), ly.lin_qkv, qkv2);
+    else linear_fwd_fused(add_norm(ly.in_norm->weight), ly.lin_qkv, qkv2);  // h += branch
     rope_append(b.qkv, st.start_dev, inv_freq_, b.q, st.k_cache[l], st.v_cache[l]);
     if (T > 1) {  // prefill into an empty cache: causal attention over the new tokens (rows [0, T) of the cache)
       Tensor k = Tensor::empty({B, T, NKV, HD}, dtype_, device_), v = Tensor::empty({B, T, NKV, HD}, dtype_, device_);
@@ -124,22 +133,26 @@ void LlamaModel::step_kernels(State& st, StepBuffers& b, int64_t T) {
       attention_decode(b.q.view({B, NH, HD}), st.k_cache[l], st.v_cache[l], st.lens_dev, scale, att_rows);
     }
     linear_fwd(att2, ly.lin_wo, b.branch);
-    add_rms_norm_fwd(b.branch, b.h, ly.post_norm->weight, eps, b.h, b.n, b.rstd);  // h += attention, n = norm(h)
-    linear_fwd(b.n, ly.lin_gate_up, b.gu);
-    swiglu_fwd(b.gu, b.act);
-    linear_fwd(b.act, ly.lin_down, b.branch);
+    linear_fwd_fused(add_norm(ly.post_norm->weight), ly.lin_gate_up, b.gu);  // h += attention
+    linear_fwd_fused(SkinnyPrologue::swiglu(b.gu), ly.lin_down, b.branch);
   }
   // Final norm and LM head on the last position of each sequence only.
-  Tensor last_h = b.h, last_b = b.branch;
+  Tensor last_h = *h, last_b = b.branch;
   if (T > 1) {
     last_h = Tensor::empty({B, C}, dtype_, device_), last_b = Tensor::empty({B, C}, dtype_, device_);
     for (int64_t s = 0; s < B; s++) {
-      last_h.select(0, s).copy_(b.h.select(0, s * T + T - 1));
+      last_h.select(0, s).copy_(h->select(0, s * T + T - 1));
       last_b.select(0, s).copy_(b.branch.select(0, s * T + T - 1));
     }
   }
-  add_rms_norm_fwd(last_b, last_h, final_norm_->weight, eps, last_h, b.nf, b.rf);
-  matmul(b.nf, lm_head_->weight, b.logits, false, true);
+  const LinearWeight head = linear_weight(lm_head_->weight);
+  if (linear_fuses(B, head, device_)) {
+    Tensor h_out = T > 1 ? Tensor::empty({B, C}, dtype_, device_) : *h_next;
+    linear_fwd_fused(SkinnyPrologue::add_rms_norm(last_h, last_b, final_norm_->weight, eps, h_out), head, b.logits);
+  } else {
+    add_rms_norm_fwd(last_b, last_h, final_norm_->weight, eps, last_h, b.nf, b.rf);
+    matmul(b.nf, lm_head_->weight, b.logits, false, true);
+  }
 }
 
 // Feeds T tokens per sequence. Prefill (all caches empty) runs causal attention over the new tokens; later
