@@ -19,7 +19,9 @@
 // Reduction across the warp: the MB*NC per-lane sums are reduce-scattered (each butterfly step sends half of the
 // remaining values), MB*NC - 1 shuffles instead of MB*NC*log2(kWarp).
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "backends/gpu/common.cuh"
@@ -33,11 +35,6 @@ constexpr int kThreads = 256;  // 8 warps of 32 or 4 wavefronts of 64
 constexpr int kWarp = gpu::kWarpSize;
 constexpr int kWarps = kThreads / kWarp;
 constexpr int kSmemFloats = 12288;  // 48 KB of f32 x per block: NVIDIA's limit without opt-in
-// L2 prefetch defaults (ANVIL_SKINNY_PF / ANVIL_SKINNY_PFD override them; docs/decode_kernels.md has the sweep).
-// Before the wait: 8 KB of each row = a whole 4096-wide bf16 row; the first wave of the 8B GEMMs (264 blocks x
-// 8 warps x 2 rows at one row of x) then asks for <= 34 MB, within the H200's 50 MB L2.
-constexpr int kPrefetchBytes = 8192;
-constexpr int kPrefetchSteps = 0;
 
 // Weight formats (16 bytes per pack).
 struct WBf16 { static constexpr int kBytes = 2; };
@@ -81,9 +78,8 @@ struct Params {
   const void* gamma;  // norm: (K), x's dtype
   void* h_out;        // norm with nb: (M, K) receives h; written by the blocks of column block 0
   float eps;
-  // L2 prefetch of the weights (see skinny_kernel): bytes of each row asked for before waiting on the previous
-  // kernel, and how many steps ahead the loop asks for the next ones (0: none).
-  int pf_bytes, pf_dist;
+  bool vec4;   // every x-side pointer 8/16-byte aligned and K % 4 == 0: quads of x load as one access
+  bool allow;  // let the next grid launch at this kernel's start (ANVIL_SKINNY_ALLOW, under measurement)
 };
 constexpr int kProPlain = 0, kProNorm = 1, kProSwiglu = 2;
 
@@ -181,38 +177,75 @@ __device__ __forceinline__ float4* staged_quad(float* xs, int m, int k, int kc) 
   return reinterpret_cast<float4*>(xs + m * kc + seg * SEG + (q * kWarp + lane) * 4);
 }
 
-// x element (m, k0 + k) as f32, for the plain and SwiGLU stagings.
+// Four consecutive x-side values from p as f32, the ones at or past `avail` zero: one 8-byte (16-bit types) or
+// 16-byte (f32) load when VEC4 (every x-side pointer aligned, K % 4 == 0), else element by element.
 template <class TX>
-struct XPlain {
-  const TX* x;
-  int K, k0;
-  __device__ float operator()(int m, int k) const { return to_f32(x[int64_t(m) * K + k0 + k]); }
-};
-template <class TX>
-struct XSwiglu {  // gu (M, 2K): gate in columns [0, K), up in [K, 2K)
-  const TX* gu;
-  int K, k0;
-  __device__ float operator()(int m, int k) const {
-    const TX* g = gu + int64_t(m) * 2 * K + k0 + k;
-    return swiglu_f32<TX>(to_f32(g[0]), to_f32(g[K]));
+__device__ __forceinline__ void load_quad(const TX* p, int avail, bool vec4, float (&v)[4]) {
+  if (vec4 && avail >= 4) {
+    if constexpr (sizeof(TX) == 4) {
+      const float4 t = *reinterpret_cast<const float4*>(p);
+      v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+    } else {
+      const uint2 t = *reinterpret_cast<const uint2*>(p);
+      const TX e[4] = {TX{uint16_t(t.x)}, TX{uint16_t(t.x >> 16)}, TX{uint16_t(t.y)}, TX{uint16_t(t.y >> 16)}};
+#pragma unroll
+      for (int i = 0; i < 4; i++) v[i] = to_f32(e[i]);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; i++) v[i] = i < avail ? to_f32(p[i]) : 0.f;
   }
-};
+}
+template <class TX>
+__device__ __forceinline__ void store_quad(TX* p, int avail, bool vec4, const TX (&h)[4]) {
+  if (vec4 && avail >= 4) {
+    if constexpr (sizeof(TX) == 4) {
+      *reinterpret_cast<float4*>(p) = make_float4(h[0], h[1], h[2], h[3]);
+    } else {
+      *reinterpret_cast<uint2*>(p) = make_uint2(uint32_t(h[0].bits) | (uint32_t(h[1].bits) << 16),
+                                                uint32_t(h[2].bits) | (uint32_t(h[3].bits) << 16));
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+      if (i < avail) p[i] = h[i];
+  }
+}
 
-// x rows [0, MB) x k in [k0, k0 + len) -> xs (MB, kc) f32, zero past row M and past len (to the end of the last
-// segment of kWarp packs, as far as the compute loop reads). Two quads per thread in flight (unroll 2; 4 cost
-// registers the weight buffers need): a full chunk (MB*kc <= 12288 floats, 12 quads per thread) is staged in
-// ~6 L2 round trips.
-template <int E, int MB, class F>
-__device__ __forceinline__ void stage_x(const F& load, int M, int len, int kc, float* xs) {
+// A chunk is staged in batches of batch<MB> quads per thread whose loads are all issued before any is used: at one
+// row and K = 4096 (1024 quads, 256 threads) that is the whole chunk in one L2 round trip. Staging follows the
+// wait on the previous kernel, so its latency is paid by every block on the critical path (~1 us per round trip).
+// From 4 rows up, 2: with 4 the norm's 48 staged floats pushed MB=4 past its 128 registers (a 24-byte stack).
+template <int MB>
+constexpr int batch() { return MB == 1 ? 4 : 2; }
+
+// The plain and SwiGLU stagings: x rows [0, MB) x k in [k0, k0 + len) -> xs (MB, kc) f32, zero past row M and
+// past len (to the end of the last segment of kWarp packs, as far as the compute loop reads).
+template <int E, int MB, bool GLU, class TX>
+__device__ __forceinline__ void stage_x(const Params& p, int k0, int len, float* xs) {
   constexpr int SEG = kWarp * E;
   const int nq = (len + SEG - 1) / SEG * SEG / 4;  // quads per row
-#pragma unroll 2
-  for (int i = int(threadIdx.x); i < MB * nq; i += kThreads) {
-    const int m = i / nq, k = (i - m * nq) * 4;
-    float v[4];
+  const TX* x = static_cast<const TX*>(p.x);
+  const int64_t ld = GLU ? 2 * int64_t(p.K) : p.K;  // gu rows hold gate then up
+  for (int i0 = int(threadIdx.x); i0 < MB * nq; i0 += batch<MB>() * kThreads) {
+    float g[batch<MB>()][4], u[batch<MB>()][4];
 #pragma unroll
-    for (int e = 0; e < 4; e++) v[e] = (m < M && k + e < len) ? load(m, k + e) : 0.f;
-    *staged_quad<E>(xs, m, k, kc) = make_float4(v[0], v[1], v[2], v[3]);
+    for (int j = 0; j < batch<MB>(); j++) {
+      const int i = i0 + j * kThreads, m = i / nq, k = (i - m * nq) * 4;
+      const int avail = i < MB * nq && m < p.M ? len - k : 0;
+      const TX* r = x + int64_t(m) * ld + k0 + k;
+      load_quad(r, avail, p.vec4, g[j]);
+      if constexpr (GLU) load_quad(r + p.K, avail, p.vec4, u[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < batch<MB>(); j++) {
+      const int i = i0 + j * kThreads, m = i / nq, k = (i - m * nq) * 4;
+      if (i >= MB * nq) break;
+      float v[4];
+#pragma unroll
+      for (int e = 0; e < 4; e++) v[e] = GLU ? swiglu_f32<TX>(g[j][e], u[j][e]) : g[j][e];
+      *staged_quad<E>(xs, m, k, p.kc) = make_float4(v[0], v[1], v[2], v[3]);
+    }
   }
 }
 
@@ -227,29 +260,42 @@ __device__ __forceinline__ void stage_norm(const Params& p, int k0, int len, flo
   const int nq = (len + SEG - 1) / SEG * SEG / 4;
   const TX* a = static_cast<const TX*>(p.x);
   const TX* b = static_cast<const TX*>(p.nb);
-  const TX* g = static_cast<const TX*>(p.gamma);
+  const TX* gam = static_cast<const TX*>(p.gamma);
   TX* h_out = static_cast<TX*>(p.h_out);
   for (int m = 0; m < MB; m++) {
     float ss = 0.f;
-    for (int i = int(threadIdx.x); i < nq; i += kThreads) {
-      const int k = i * 4;
-      float v[4];
+    for (int i0 = int(threadIdx.x); i0 < nq; i0 += batch<MB>() * kThreads) {
+      float av[batch<MB>()][4], bv[batch<MB>()][4], gv[batch<MB>()][4];
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        v[e] = 0.f;
-        if (m < p.M && k + e < len) {
-          const int64_t o = int64_t(m) * p.K + k0 + k + e;
-          float h = to_f32(a[o]);
-          if (b) {
-            const TX hr = from_f32<TX>(h + to_f32(b[o]));
-            h = to_f32(hr);
-            if (write_h) h_out[o] = hr;
-          }
-          ss = fmaf(h, h, ss);
-          v[e] = h * to_f32(g[k0 + k + e]);
-        }
+      for (int j = 0; j < batch<MB>(); j++) {
+        const int i = i0 + j * kThreads, k = i * 4;
+        const int avail = i < nq && m < p.M ? len - k : 0;
+        const int64_t o = int64_t(m) * p.K + k0 + k;
+        load_quad(a + o, avail, p.vec4, av[j]);
+        if (b) load_quad(b + o, avail, p.vec4, bv[j]);
+        load_quad(gam + k0 + k, avail, p.vec4, gv[j]);
       }
-      *staged_quad<E>(xs, m, k, p.kc) = make_float4(v[0], v[1], v[2], v[3]);
+#pragma unroll
+      for (int j = 0; j < batch<MB>(); j++) {
+        const int i = i0 + j * kThreads, k = i * 4;
+        if (i >= nq) break;
+        const int avail = m < p.M ? len - k : 0;
+        float v[4];
+        TX hr[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          float h = av[j][e];
+          if (b) {
+            hr[e] = from_f32<TX>(h + bv[j][e]);
+            h = to_f32(hr[e]);
+          }
+          h = e < avail ? h : 0.f;
+          ss = fmaf(h, h, ss);
+          v[e] = h * gv[j][e];
+        }
+        if (b && write_h && avail > 0) store_quad(h_out + int64_t(m) * p.K + k0 + k, avail, p.vec4, hr);
+        *staged_quad<E>(xs, m, k, p.kc) = make_float4(v[0], v[1], v[2], v[3]);
+      }
     }
     if (m < p.M) {
       ss = gpu::warp_sum(ss);
@@ -267,13 +313,13 @@ __device__ __forceinline__ void stage_chunk(const Params& p, int k0, int len, fl
     else if (p.x_dtype == DType::bf16) stage_norm<E, MB, bf16>(p, k0, len, xs, ss_part, write_h);
     else stage_norm<E, MB, f16>(p, k0, len, xs, ss_part, write_h);
   } else if (p.pro == kProSwiglu) {
-    if (p.x_dtype == DType::f32) stage_x<E, MB>(XSwiglu<float>{static_cast<const float*>(p.x), p.K, k0}, p.M, len, p.kc, xs);
-    else if (p.x_dtype == DType::bf16) stage_x<E, MB>(XSwiglu<bf16>{static_cast<const bf16*>(p.x), p.K, k0}, p.M, len, p.kc, xs);
-    else stage_x<E, MB>(XSwiglu<f16>{static_cast<const f16*>(p.x), p.K, k0}, p.M, len, p.kc, xs);
+    if (p.x_dtype == DType::f32) stage_x<E, MB, true, float>(p, k0, len, xs);
+    else if (p.x_dtype == DType::bf16) stage_x<E, MB, true, bf16>(p, k0, len, xs);
+    else stage_x<E, MB, true, f16>(p, k0, len, xs);
   } else {
-    if (p.x_dtype == DType::f32) stage_x<E, MB>(XPlain<float>{static_cast<const float*>(p.x), p.K, k0}, p.M, len, p.kc, xs);
-    else if (p.x_dtype == DType::bf16) stage_x<E, MB>(XPlain<bf16>{static_cast<const bf16*>(p.x), p.K, k0}, p.M, len, p.kc, xs);
-    else stage_x<E, MB>(XPlain<f16>{static_cast<const f16*>(p.x), p.K, k0}, p.M, len, p.kc, xs);
+    if (p.x_dtype == DType::f32) stage_x<E, MB, false, float>(p, k0, len, xs);
+    else if (p.x_dtype == DType::bf16) stage_x<E, MB, false, bf16>(p, k0, len, xs);
+    else stage_x<E, MB, false, f16>(p, k0, len, xs);
   }
 }
 
@@ -322,9 +368,9 @@ template <class WT, int MB, bool VEC>
 __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, Cfg<MB>::kMinBlocks) skinny_kernel(Params p) {
   constexpr int NC = Cfg<MB>::NC, U = Cfg<MB>::U, E = 16 / WT::kBytes, Q = E / 4;
   constexpr int SEG = kWarp * E, STEP = SEG * U;
-  // The next kernel may launch now: it is launched early too (the next GEMM, or rope_append after q|k|v) and
-  // only streams its weights into L2 until this grid has finished, filling the SMs this grid's tail leaves idle.
-  anvil_allow_next_grid();
+  // The next kernel may launch now when it is a GEMM launched early (fused decode: down -> q|k|v): it only
+  // loads its first weights until this grid has finished, on the SMs this grid's tail leaves idle.
+  if (p.allow) anvil_allow_next_grid();
   extern __shared__ float4 xs_raw[];  // float4: 16-byte aligned
   float* xs = reinterpret_cast<float*>(xs_raw);
   float* ss_part = xs + MB * p.kc;  // norm prologue: (kWarps, MB) sums of squares of h, after the x chunk
@@ -346,17 +392,7 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, Cfg<MB>::kMinBlocks) skinny_kernel
   uint32_t cur[U][NC][4], nxt[Cfg<MB>::DB ? U : 1][NC][4];
   load_step<WT, U, NC, VEC>(wrow, kb, ke, 0, lane, cur);
   // Launched early (gpu::launch_early): the first weights are in flight before the previous kernel, which
-  // writes x or still reads y, has finished. The weights do not depend on it, so the L2 is asked for the first
-  // pf_bytes of each of the warp's rows as well: a 2-3 us kernel before this one (a norm, attention) then
-  // overlaps ~10 MB of weight streaming instead of leaving HBM idle.
-  if (p.pf_bytes > 0) {
-    const int64_t row_span = int64_t(ke - kb) * WT::kBytes, span = row_span < p.pf_bytes ? row_span : p.pf_bytes;
-    const uint8_t* r0 = wrow.w0 + int64_t(kb) * WT::kBytes;
-#pragma unroll
-    for (int c = 0; c < NC; c++)
-      if (c < wrow.ncols)
-        for (int64_t o = int64_t(lane) * 128; o < span; o += kWarp * 128) anvil_prefetch_l2(r0 + c * row_bytes + o);
-  }
+  // writes x or still reads y, has finished.
   anvil_wait_prior_grid();
 
   for (int s = 0; s < nsteps; s++) {
@@ -365,14 +401,6 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, Cfg<MB>::kMinBlocks) skinny_kernel
       __syncthreads();  // every warp is done reading the previous chunk
       stage_chunk<E, MB>(p, k0, len, xs, ss_part);
       __syncthreads();  // also orders the last ss_part update before the epilogue reads it
-    }
-    if (p.pf_dist > 0) {  // one lane per 128-byte line of each row, pf_dist steps ahead
-      constexpr int kLines = STEP * WT::kBytes / 128;
-      if (lane < kLines * NC) {
-        const int c = lane / kLines;
-        const int64_t byte = (int64_t(kb) + int64_t(s + p.pf_dist) * STEP) * WT::kBytes + (lane % kLines) * 128;
-        if (c < wrow.ncols && byte < int64_t(ke) * WT::kBytes) anvil_prefetch_l2(wrow.w0 + c * row_bytes + byte);
-      }
     }
     if constexpr (Cfg<MB>::DB) {
       if (s + 1 < nsteps) load_step<WT, U, NC, VEC>(wrow, kb, ke, s + 1, lane, nxt);
@@ -490,26 +518,23 @@ void launch_rows(const Params& p, bool vec, Device dev) {
   launch<WT, 16, true>(p, dev);
 }
 
-// How far ahead of the loads the L2 is asked for weights (read once per process). ANVIL_SKINNY_PF: bytes of each
-// weight row before waiting on the previous kernel; ANVIL_SKINNY_PFD: steps ahead inside the loop (0: none).
-int env_or(const char* name, int dflt) {
-  const char* e = std::getenv(name);
-  return e && *e ? std::atoi(e) : dflt;
-}
-int prefetch_bytes() {
-  static const int v = std::max(0, env_or("ANVIL_SKINNY_PF", kPrefetchBytes));
+bool allow_next_grid() {  // read once per process
+  static const bool v = [] {
+    const char* e = std::getenv("ANVIL_SKINNY_ALLOW");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
   return v;
 }
-int prefetch_dist() {
-  static const int v = std::max(0, env_or("ANVIL_SKINNY_PFD", kPrefetchSteps));
-  return v;
-}
+
+bool aligned_to(const void* p, int bytes) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 void run(Params p, const Tensor& w, const Tensor& x_scale, const Tensor& w_scale, float alpha, Tensor& y) {
   p.N = int(w.size(0));
   if (p.M == 0 || p.N == 0) return;
   ANVIL_CHECK(p.M <= kSkinnyMaxRows, "skinny_gemm_gpu", str("M <= ", kSkinnyMaxRows), p.M);
-  p.pf_bytes = prefetch_bytes(), p.pf_dist = prefetch_dist();
+  p.allow = allow_next_grid();
+  const int xa = dtype_size(p.x_dtype) * 4;  // a quad of x-side values
+  p.vec4 = p.K % 4 == 0 && aligned_to(p.x, xa) && aligned_to(p.nb, xa) && aligned_to(p.gamma, xa) && aligned_to(p.h_out, xa);
   p.w = w.data_ptr();
   p.y = y.data_ptr(), p.y_dtype = y.dtype();
   p.x_scale = x_scale.defined() ? x_scale.data<float>() : nullptr;

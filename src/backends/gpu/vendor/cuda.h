@@ -48,12 +48,6 @@ __device__ __forceinline__ void anvil_wait_prior_grid() {}
 __device__ __forceinline__ void anvil_allow_next_grid() {}
 #endif
 
-// Asks the L2 to fetch the 128-byte line holding p from HBM; the thread does not wait for it. A kernel launched
-// early uses it to start streaming its weights while the previous kernel still runs (see skinny_gemm.cu).
-__device__ __forceinline__ void anvil_prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
-
 // One 16-byte store (STG.128 / STS.128), spelled in PTX. Written as a uint4 assignment, nvcc 13 split it into four
 // 4-byte stores when a scalar tail path stored to the same address (causal_conv1d's store_run): partial-sector
 // writes that left the L2 89% busy and DRAM at 25%. Generic address space, so shared memory works too.

@@ -21,10 +21,6 @@
 __device__ __forceinline__ void anvil_wait_prior_grid() {}
 __device__ __forceinline__ void anvil_allow_next_grid() {}
 
-// gfx90a has no L2 prefetch instruction a kernel can issue without waiting for the data: a no-op (early launch
-// does not exist on HIP either, which is what the prefetch is for).
-__device__ __forceinline__ void anvil_prefetch_l2(const void*) {}
-
 // One 16-byte store (global_store_dwordx4): clang's native 4-vector type never splits the way nvcc's uint4 did.
 __device__ __forceinline__ void anvil_store16(void* p, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
   typedef uint32_t u32x4 __attribute__((ext_vector_type(4)));
