@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "harness.h"
 #include "kernels/attention/attention.h"
@@ -110,34 +112,89 @@ std::vector<Check> run_and_compare(const Ctx& ctx, S s, DType dt, const Inputs& 
           compare_terms("dv", dv, r.dv, grad_tol(dt, k_kv(s)), rms(in.dout) * sg)};
 }
 
-// Decode: the reference is the forward over the first lens[b] cache rows, read at its last row.
-std::vector<Check> decode_test(const Ctx& ctx, S s, DType dt) {
+// Decode reference: softmax(scale q . k_j) over the first lens[b] cache rows (clamped to [0, Tmax]; none: zeros),
+// times v_j, in fp64. (The same as the causal forward at its last row, without its T^2 cost at T = 2048.)
+std::vector<double> decode_reference(S s, const std::vector<float>& q, const std::vector<float>& kc,
+                                     const std::vector<float>& vc, const std::vector<int32_t>& lens, double scale) {
+  const int64_t Tmax = s.T, G = s.NH / s.NKV;
+  std::vector<double> ref(q.size(), 0.0), p(static_cast<size_t>(Tmax));
+  for (int64_t b = 0; b < s.B; b++)
+    for (int64_t h = 0; h < s.NH; h++) {
+      const int64_t n = std::clamp<int64_t>(lens[size_t(b)], 0, Tmax), kvh = h / G;
+      const float* qr = q.data() + (b * s.NH + h) * s.HD;
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < n; j++) {
+        const float* kr = kc.data() + ((b * Tmax + j) * s.NKV + kvh) * s.HD;
+        double d = 0;
+        for (int64_t i = 0; i < s.HD; i++) d += double(qr[i]) * double(kr[i]);
+        p[size_t(j)] = scale * d;
+        mx = std::max(mx, p[size_t(j)]);
+      }
+      for (int64_t j = 0; j < n; j++) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
+      double* o = ref.data() + (b * s.NH + h) * s.HD;
+      for (int64_t j = 0; j < n; j++) {
+        const float* vr = vc.data() + ((b * Tmax + j) * s.NKV + kvh) * s.HD;
+        for (int64_t i = 0; i < s.HD; i++) o[i] += p[size_t(j)] / sum * double(vr[i]);
+      }
+    }
+  return ref;
+}
+
+// Decode against the reference, then twice more with a call of another shape in between (it runs on the same
+// ticket counters of the GPU's one-launch combine): the repeats must give the same bits as the first call.
+// Default lens: Tmax - 5 b (uneven lengths within the batch).
+std::vector<Check> decode_test(const Ctx& ctx, S s, DType dt, std::vector<int32_t> lens = {}) {
   const int64_t Tmax = s.T;
   auto q = rand_normal(size_t(s.B * s.NH * s.HD), ctx.seed, 11, 1.f, dt);
   auto kc = rand_normal(size_t(s.B * Tmax * s.NKV * s.HD), ctx.seed, 12, 1.f, dt);
   auto vc = rand_normal(size_t(s.B * Tmax * s.NKV * s.HD), ctx.seed, 13, 1.f, dt);
-  std::vector<int32_t> lens(size_t(s.B));
-  for (int64_t b = 0; b < s.B; b++) lens[b] = int32_t(std::max<int64_t>(1, Tmax - 5 * b));  // uneven lengths
+  if (lens.empty())
+    for (int64_t b = 0; b < s.B; b++) lens.push_back(int32_t(std::max<int64_t>(1, Tmax - 5 * b)));
   const double scale = 1.0 / std::sqrt(double(s.HD));
-  std::vector<double> ref(q.size());
-  for (int64_t b = 0; b < s.B; b++) {
-    const int64_t n = lens[b], rowq = s.NH * s.HD, rowk = s.NKV * s.HD;
-    std::vector<double> qf(size_t(n * rowq), 0.0), kf(size_t(n * rowk)), vf(size_t(n * rowk));
-    std::vector<double> of(qf.size()), lf(size_t(s.NH * n));
-    for (int64_t i = 0; i < rowq; i++) qf[size_t((n - 1) * rowq + i)] = q[size_t(b * rowq + i)];
-    for (int64_t i = 0; i < n * rowk; i++) {
-      kf[size_t(i)] = kc[size_t(b * Tmax * rowk + i)];
-      vf[size_t(i)] = vc[size_t(b * Tmax * rowk + i)];
-    }
-    attention_fwd_ref(qf.data(), kf.data(), vf.data(), of.data(), lf.data(), 1, n, s.NH, s.NKV, s.HD, scale);
-    for (int64_t i = 0; i < rowq; i++) ref[size_t(b * rowq + i)] = of[size_t((n - 1) * rowq + i)];
-  }
+  const std::vector<double> ref = decode_reference(s, q, kc, vc, lens, scale);
   Tensor tq = make(q, {s.B, s.NH, s.HD}, dt, ctx.device);
   Tensor tk = make(kc, {s.B, Tmax, s.NKV, s.HD}, dt, ctx.device), tv = make(vc, {s.B, Tmax, s.NKV, s.HD}, dt, ctx.device);
   Tensor tl = Tensor::from_blob(lens.data(), {s.B}, DType::i32, Device::cpu()).to(ctx.device);
   Tensor out = Tensor::empty({s.B, s.NH, s.HD}, dt, ctx.device);
   attention_decode(tq, tk, tv, tl, float(scale), out);
-  return {compare_terms("out", out, ref, derived_tol(dt, double(Tmax + s.HD), 2), rms(vc))};
+  std::vector<Check> checks{compare_terms("out", out, ref, derived_tol(dt, double(Tmax + s.HD), 2), rms(vc))};
+
+  const S o{2, 300, 8, 2, 64};  // the interleaved call: another split count and grid
+  Tensor oq = make(rand_normal(size_t(o.B * o.NH * o.HD), ctx.seed, 21, 1.f, dt), {o.B, o.NH, o.HD}, dt, ctx.device);
+  Tensor ok = make(rand_normal(size_t(o.B * o.T * o.NKV * o.HD), ctx.seed, 22, 1.f, dt), {o.B, o.T, o.NKV, o.HD}, dt,
+                   ctx.device);
+  std::vector<int32_t> olens{300, 37};
+  Tensor ol = Tensor::from_blob(olens.data(), {o.B}, DType::i32, Device::cpu()).to(ctx.device);
+  Tensor oo = Tensor::empty({o.B, o.NH, o.HD}, dt, ctx.device);
+  const std::vector<float> first = out.to_floats();
+  bool same = true;
+  for (int rep = 0; rep < 2; rep++) {
+    attention_decode(oq, ok, ok, ol, 0.125f, oo);
+    Tensor again = Tensor::empty({s.B, s.NH, s.HD}, dt, ctx.device);
+    attention_decode(tq, tk, tv, tl, float(scale), again);
+    const std::vector<float> x = again.to_floats();
+    same = same && x.size() == first.size() && std::memcmp(x.data(), first.data(), x.size() * sizeof(float)) == 0;
+  }
+  checks.push_back({same, str("repeated calls (another shape in between) ", same ? "bit-identical" : "DIFFER")});
+  return checks;
+}
+
+// lens outside [1, Tmax]: the GPU clamps them to [0, Tmax] (it cannot check them without reading them on the
+// host), and a row of length 0 gives zeros. The CPU front-end rejects them instead (error_test).
+std::vector<Check> decode_clamp_test(const Ctx& ctx, DType dt) {
+  if (ctx.device.is_cpu()) return {Check{true, "GPU only: the CPU front-end rejects lens outside [1, Tmax]"}};
+  const S s{4, 600, 8, 2, 128};
+  auto q = rand_normal(size_t(s.B * s.NH * s.HD), ctx.seed, 11, 1.f, dt);
+  auto kc = rand_normal(size_t(s.B * s.T * s.NKV * s.HD), ctx.seed, 12, 1.f, dt);
+  auto vc = rand_normal(size_t(s.B * s.T * s.NKV * s.HD), ctx.seed, 13, 1.f, dt);
+  std::vector<int32_t> lens{0, int32_t(s.T) + 7, -3, 250};
+  const double scale = 1.0 / std::sqrt(double(s.HD));
+  const std::vector<double> ref = decode_reference(s, q, kc, vc, lens, scale);
+  Tensor tl = Tensor::from_blob(lens.data(), {s.B}, DType::i32, Device::cpu()).to(ctx.device);
+  Tensor out = Tensor::empty({s.B, s.NH, s.HD}, dt, ctx.device);
+  attention_decode(make(q, {s.B, s.NH, s.HD}, dt, ctx.device), make(kc, {s.B, s.T, s.NKV, s.HD}, dt, ctx.device),
+                   make(vc, {s.B, s.T, s.NKV, s.HD}, dt, ctx.device), tl, float(scale), out);
+  return {compare_terms("out", out, ref, derived_tol(dt, double(s.T + s.HD), 2), rms(vc))};
 }
 
 // Bad arguments raise anvil::Error naming the op (never abort).
@@ -216,6 +273,34 @@ std::vector<OpCase> cases() {
       out.push_back(dc);
     }
 
+  // Decode at long context, every GPU head size: lens of 1, 100 and Tmax, unequal lens in a batch, GQA groups of
+  // 1, 2, 3 (a chunk of 4 heads with one unused), 4 (Llama-3 8B), 6 and 8 (two chunks), 7 (Qwen2.5-7B's 28/4).
+  struct LongCase {
+    S s;
+    std::vector<int32_t> lens;
+  };
+  const LongCase longs[] = {{{3, 2048, 32, 8, 128}, {1, 100, 2048}},  // the 8B shape
+                            {{2, 2048, 8, 8, 64}, {2048, 777}},
+                            {{2, 2048, 4, 2, 16}, {2048, 1000}},
+                            {{1, 2048, 6, 2, 80}, {1500}},
+                            {{2, 2048, 16, 2, 96}, {2048, 64}},
+                            {{1, 2048, 12, 2, 32}, {2047}},
+                            {{2, 1000, 28, 4, 128}, {1000, 513}}};
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+    for (const LongCase& lc : longs) {
+      std::string lens_id;
+      for (int32_t n : lc.lens) lens_id += str(lens_id.empty() ? "" : ",", n);
+      std::string id = shape_id("attention_decode", dt, lc.s);
+      id.insert(id.size() - 1, str(",lens=", lens_id));  // attention_decode(bf16,[...],lens=1,100,2048)
+      OpCase dc{"attention", id};
+      dc.test = [=](const Ctx& ctx) { return decode_test(ctx, lc.s, dt, lc.lens); };
+      out.push_back(dc);
+    }
+    OpCase cc{"attention", str("attention_decode_clamp(", dtype_name(dt), ")")};
+    cc.test = [=](const Ctx& ctx) { return decode_clamp_test(ctx, dt); };
+    out.push_back(cc);
+  }
+
   OpCase ec{"attention", "attention(errors)"};
   ec.test = error_test;
   out.push_back(ec);
@@ -258,25 +343,41 @@ std::vector<OpCase> cases() {
     return r;
   };
   out.push_back(pb);
-  // Decode reads the whole K and V cache once: bytes = 2 B Tmax NKV HD * 2.
-  const S dec{8, 4096, 32, 8, 128};
-  OpCase pd{"attention", shape_id("attention_decode", bf, dec)};
-  pd.perf = [=](const Ctx& ctx) {
-    const Shape cs{dec.B, dec.T, dec.NKV, dec.HD};
-    const size_t nc = size_t(dec.B * dec.T * dec.NKV * dec.HD);
-    Tensor q = make(rand_normal(size_t(dec.B * dec.NH * dec.HD), ctx.seed, 1, 1.f, bf), {dec.B, dec.NH, dec.HD}, bf, ctx.device);
-    Tensor kc = make(rand_normal(nc, ctx.seed, 2, 1.f, bf), cs, bf, ctx.device);
-    Tensor vc = make(rand_normal(nc, ctx.seed, 3, 1.f, bf), cs, bf, ctx.device);
-    std::vector<int32_t> lens(size_t(dec.B), int32_t(dec.T));
-    Tensor tl = Tensor::from_blob(lens.data(), {dec.B}, DType::i32, Device::cpu()).to(ctx.device);
-    Tensor o = Tensor::empty({dec.B, dec.NH, dec.HD}, bf, ctx.device);
-    PerfResult r;
-    r.us = time_us(ctx, [&] { attention_decode(q, kc, vc, tl, 0.0883883f, o); });
-    r.bytes = 2.0 * double(nc) * 2;
-    r.flops = 4.0 * dec.B * dec.NH * double(dec.T) * dec.HD;
-    return r;
+  // Decode reads K and V of the first lens rows once: bytes = 2 (K and V) x B lens NKV HD x 2 B. Shapes: the 8B
+  // heads (NH 32, NKV 8, HD 128) at B = 8, Tmax = lens = 4096; at B = 1, Tmax = lens = 2048 (a decode step at
+  // 2048 tokens of context); and at B = 1, Tmax = 2048, lens = 1 (a graph captured for 2048 rows, early in the
+  // generation: the time of one launch, almost no bytes).
+  struct DecPerf {
+    const char* name;
+    S s;
+    int32_t len;
   };
-  out.push_back(pd);
+  const DecPerf decs[] = {{"attention_decode", {8, 4096, 32, 8, 128}, 4096},
+                          {"attention_decode", {1, 2048, 32, 8, 128}, 2048},
+                          {"attention_decode_len1", {1, 2048, 32, 8, 128}, 1}};
+  for (const DecPerf& dp : decs) {
+    const S dec = dp.s;
+    const int32_t len = dp.len;
+    OpCase pd{"attention", shape_id(dp.name, bf, dec)};
+    pd.perf = [=](const Ctx& ctx) {
+      const Shape cs{dec.B, dec.T, dec.NKV, dec.HD};
+      const size_t nc = size_t(dec.B * dec.T * dec.NKV * dec.HD);
+      Tensor q = make(rand_normal(size_t(dec.B * dec.NH * dec.HD), ctx.seed, 1, 1.f, bf), {dec.B, dec.NH, dec.HD}, bf,
+                      ctx.device);
+      Tensor kc = make(rand_normal(nc, ctx.seed, 2, 1.f, bf), cs, bf, ctx.device);
+      Tensor vc = make(rand_normal(nc, ctx.seed, 3, 1.f, bf), cs, bf, ctx.device);
+      std::vector<int32_t> lens(size_t(dec.B), len);
+      Tensor tl = Tensor::from_blob(lens.data(), {dec.B}, DType::i32, Device::cpu()).to(ctx.device);
+      Tensor o = Tensor::empty({dec.B, dec.NH, dec.HD}, bf, ctx.device);
+      PerfResult r;
+      r.us = time_us(ctx, [&] { attention_decode(q, kc, vc, tl, 0.0883883f, o); });
+      r.bytes = 2.0 * double(dec.B) * len * dec.NKV * dec.HD * 2;
+      r.flops = 4.0 * dec.B * dec.NH * double(len) * dec.HD;
+      r.shape = str("lens=", len);
+      return r;
+    };
+    out.push_back(pd);
+  }
   return out;
 }
 Registrar reg(cases);

@@ -55,6 +55,12 @@ __device__ __forceinline__ void anvil_store16(void* p, uint32_t a, uint32_t b, u
   asm volatile("st.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
 }
 
+// A load through L2 that skips the SM's L1 (ld.global.cg): for data other blocks of the same grid wrote, read
+// after __threadfence() and the atomic that ordered them (attention_decode's last-block combine). L1 is not
+// coherent across SMs, so a plain load could in principle return a line cached before the writes.
+__device__ __forceinline__ float anvil_load_l2(const float* p) { return __ldcg(p); }
+__device__ __forceinline__ float4 anvil_load_l2(const float4* p) { return __ldcg(p); }
+
 
 // Neutral spellings used by anvil's GPU sources; hip.h maps the same names onto HIP.
 #define gpuError_t cudaError_t

@@ -27,6 +27,11 @@ __device__ __forceinline__ void anvil_store16(void* p, uint32_t a, uint32_t b, u
   *reinterpret_cast<u32x4*>(p) = u32x4{a, b, c, d};
 }
 
+// See cuda.h. On AMD, __threadfence() is an agent-scope seq_cst fence, which invalidates the CU's vector L1
+// (buffer_wbinvl1_vol on gfx90a): a plain load after it sees what other blocks wrote before their fence.
+__device__ __forceinline__ float anvil_load_l2(const float* p) { return *p; }
+__device__ __forceinline__ float4 anvil_load_l2(const float4* p) { return *p; }
+
 // Neutral spellings used by anvil's GPU sources (cuda.h maps the same names onto CUDA).
 #define gpuError_t hipError_t
 #define gpuSuccess hipSuccess
