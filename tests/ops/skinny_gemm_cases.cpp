@@ -108,7 +108,8 @@ std::vector<Check> run_sf(const Ctx& ctx, const SF& s) {
   const int64_t M = s.M, N = s.N, K = s.K;
   const float eps = 1e-5f;
   // Residual-stream-like values (a ~ 1, b ~ 0.5) and a gamma around 1; gate/up ~ 2 so SiLU's curve is exercised.
-  auto a = rand_normal(size_t(M * (s.pro == Pro::swiglu ? 2 * K : K)), ctx.seed, 11, s.pro == Pro::swiglu ? 2.f : 1.f, s.x);
+  const bool glu = s.pro == Pro::swiglu;
+  auto a = rand_normal(size_t(M * (glu ? 2 * K : K)), ctx.seed, 11, glu ? 2.f : 1.f, s.x);
   auto b = rand_normal(size_t(M * K), ctx.seed, 12, 0.5f, s.x);
   auto g = rand_uniform(size_t(K), ctx.seed, 13, 0.5f, 1.5f, s.x);
   auto w = rand_normal(size_t(N * K), ctx.seed, 14, dtype_is_fp8(s.w) ? 4.f : 1.f, s.w);
@@ -155,7 +156,8 @@ OpCase fused_error_case() {
   OpCase c{"skinny_gemm", "skinny_gemm_fused(errors)"};
   c.test = [](const Ctx& ctx) {
     auto T = [&](Shape s, DType dt) { return Tensor::zeros(s, dt, ctx.device); };
-    Tensor a = T({2, 32}, DType::bf16), b = T({2, 32}, DType::bf16), g = T({32}, DType::bf16), h = T({2, 32}, DType::bf16);
+    Tensor a = T({2, 32}, DType::bf16), b = T({2, 32}, DType::bf16), g = T({32}, DType::bf16);
+    Tensor h = T({2, 32}, DType::bf16);
     Tensor w = T({16, 32}, DType::bf16), y = T({2, 16}, DType::bf16), none;
     std::vector<Check> r;
     r.push_back(expect_error("h_out aliases a", [&] {

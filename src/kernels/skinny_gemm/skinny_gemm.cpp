@@ -94,7 +94,8 @@ void skinny_gemm_fused(const SkinnyPrologue& pro, const Tensor& w, const Tensor&
     check_no_alias(op, y, pro.gamma, "gamma");
     ANVIL_CHECK(pro.eps >= 0.f, op, "eps >= 0", pro.eps);
     ANVIL_CHECK(pro.b.defined() == pro.h_out.defined(), op, "b and h_out both given or both left out",
-                str("b ", pro.b.defined() ? "given" : "missing", ", h_out ", pro.h_out.defined() ? "given" : "missing"));
+                str("b ", pro.b.defined() ? "given" : "missing", ", h_out ",
+                    pro.h_out.defined() ? "given" : "missing"));
     if (pro.b.defined()) {
       check_act(op, "b", pro.b, {M, K}, x0.dtype(), x0);
       check_act(op, "h_out", pro.h_out, {M, K}, x0.dtype(), x0);

@@ -20,8 +20,6 @@
 // remaining values), MB*NC - 1 shuffles instead of MB*NC*log2(kWarp).
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <type_traits>
 
 #include "backends/gpu/common.cuh"
@@ -78,8 +76,7 @@ struct Params {
   const void* gamma;  // norm: (K), x's dtype
   void* h_out;        // norm with nb: (M, K) receives h; written by the blocks of column block 0
   float eps;
-  bool vec4;   // every x-side pointer 8/16-byte aligned and K % 4 == 0: quads of x load as one access
-  bool allow;  // let the next grid launch at this kernel's start (ANVIL_SKINNY_ALLOW, under measurement)
+  bool vec4;  // every x-side pointer 8/16-byte aligned and K % 4 == 0: quads of x load as one access
 };
 constexpr int kProPlain = 0, kProNorm = 1, kProSwiglu = 2;
 
@@ -368,9 +365,6 @@ template <class WT, int MB, bool VEC>
 __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, Cfg<MB>::kMinBlocks) skinny_kernel(Params p) {
   constexpr int NC = Cfg<MB>::NC, U = Cfg<MB>::U, E = 16 / WT::kBytes, Q = E / 4;
   constexpr int SEG = kWarp * E, STEP = SEG * U;
-  // The next kernel may launch now when it is a GEMM launched early (fused decode: down -> q|k|v): it only
-  // loads its first weights until this grid has finished, on the SMs this grid's tail leaves idle.
-  if (p.allow) anvil_allow_next_grid();
   extern __shared__ float4 xs_raw[];  // float4: 16-byte aligned
   float* xs = reinterpret_cast<float*>(xs_raw);
   float* ss_part = xs + MB * p.kc;  // norm prologue: (kWarps, MB) sums of squares of h, after the x chunk
@@ -518,23 +512,15 @@ void launch_rows(const Params& p, bool vec, Device dev) {
   launch<WT, 16, true>(p, dev);
 }
 
-bool allow_next_grid() {  // read once per process
-  static const bool v = [] {
-    const char* e = std::getenv("ANVIL_SKINNY_ALLOW");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
-  return v;
-}
-
 bool aligned_to(const void* p, int bytes) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 void run(Params p, const Tensor& w, const Tensor& x_scale, const Tensor& w_scale, float alpha, Tensor& y) {
   p.N = int(w.size(0));
   if (p.M == 0 || p.N == 0) return;
   ANVIL_CHECK(p.M <= kSkinnyMaxRows, "skinny_gemm_gpu", str("M <= ", kSkinnyMaxRows), p.M);
-  p.allow = allow_next_grid();
   const int xa = dtype_size(p.x_dtype) * 4;  // a quad of x-side values
-  p.vec4 = p.K % 4 == 0 && aligned_to(p.x, xa) && aligned_to(p.nb, xa) && aligned_to(p.gamma, xa) && aligned_to(p.h_out, xa);
+  p.vec4 = p.K % 4 == 0 && aligned_to(p.x, xa) && aligned_to(p.nb, xa) && aligned_to(p.gamma, xa) &&
+           aligned_to(p.h_out, xa);
   p.w = w.data_ptr();
   p.y = y.data_ptr(), p.y_dtype = y.dtype();
   p.x_scale = x_scale.defined() ? x_scale.data<float>() : nullptr;

@@ -53,7 +53,8 @@ struct SkinnyPrologue {
     p.a = a, p.gamma = gamma, p.eps = eps;
     return p;
   }
-  static SkinnyPrologue add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& gamma, float eps, const Tensor& h_out) {
+  static SkinnyPrologue add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& gamma, float eps,
+                                     const Tensor& h_out) {
     SkinnyPrologue p = rms_norm(a, gamma, eps);
     p.b = b, p.h_out = h_out;
     return p;
