@@ -62,6 +62,34 @@ __device__ __forceinline__ float anvil_load_l2(const float* p) { return __ldcg(p
 __device__ __forceinline__ float4 anvil_load_l2(const float4* p) { return __ldcg(p); }
 
 
+// Asynchronous 16-byte global -> shared copy (cp.async.cg, sm_80+; L2 only, not L1). The bytes travel without
+// passing through registers, so a kernel can keep a whole tile in flight during compute without holding it in
+// registers (selective_scan_bwd_async.cu: holding the next tile's packs in registers spilled 116 B per thread,
+// 9.8 M local requests). full = false writes 16 zero bytes and reads nothing (src-size 0); gmem must still be a
+// valid address. Completion: anvil_cp_async_commit() after a batch, anvil_cp_async_wait_all() and a barrier
+// before another thread reads the bytes. Before sm_80 it is a plain copy through registers.
+// 1: the copy overlaps compute (so a kernel gives it a buffer of its own); the CUDA builds target sm_80+.
+#define ANVIL_ASYNC_SMEM_COPY 1
+__device__ __forceinline__ void anvil_cp_async16(void* smem, const void* gmem, bool full) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(full ? 16 : 0) : "memory");
+#else
+  *reinterpret_cast<uint4*>(smem) = full ? *reinterpret_cast<const uint4*>(gmem) : make_uint4(0, 0, 0, 0);
+#endif
+}
+__device__ __forceinline__ void anvil_cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void anvil_cp_async_wait_all() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+
+
 // Neutral spellings used by anvil's GPU sources; hip.h maps the same names onto HIP.
 #define gpuError_t cudaError_t
 #define gpuSuccess cudaSuccess

@@ -32,6 +32,18 @@ __device__ __forceinline__ void anvil_store16(void* p, uint32_t a, uint32_t b, u
 __device__ __forceinline__ float anvil_load_l2(const float* p) { return *p; }
 __device__ __forceinline__ float4 anvil_load_l2(const float4* p) { return *p; }
 
+// 16-byte global -> shared copy (cuda.h: cp.async). HIP 5.x on CDNA has no asynchronous global->LDS copy that
+// clang exposes portably, so this is a plain load and LDS store: the wavefront waits for the load here (the
+// copy does not overlap compute as on NVIDIA) but holds no registers across the compute. commit/wait: no-ops.
+// 0: the copy is synchronous, so a kernel may put its destination in memory that is free only at the copy.
+#define ANVIL_ASYNC_SMEM_COPY 0
+__device__ __forceinline__ void anvil_cp_async16(void* smem, const void* gmem, bool full) {
+  typedef uint32_t u32x4 __attribute__((ext_vector_type(4)));
+  *reinterpret_cast<u32x4*>(smem) = full ? *reinterpret_cast<const u32x4*>(gmem) : u32x4{0, 0, 0, 0};
+}
+__device__ __forceinline__ void anvil_cp_async_commit() {}
+__device__ __forceinline__ void anvil_cp_async_wait_all() {}
+
 // Neutral spellings used by anvil's GPU sources (cuda.h maps the same names onto CUDA).
 #define gpuError_t hipError_t
 #define gpuSuccess hipSuccess

@@ -1,0 +1,503 @@
+// GPU selective-scan backward, "async" variant (ANVIL_SCAN_BWD_VARIANT=2): the schedule of the sequential
+// backward (selective_scan_bwd_seq.cu, variant 1, whose header explains phases 1-2, sub-tiles and reduction
+// rounds) with its memory traffic rebuilt after the H200 profile of variant 1 (Nsight Compute, bf16 B=4 D=5120
+// N=16 L=2048: 2.74 ms, 855 M warp instructions but 7.7 cycles per issued instruction, 0.43 eligible warps per
+// scheduler, 34% of stalls on L1TEX). What changes, and which profile line it answers:
+//   1. The next tile is copied global -> shared with cp.async (anvil_cp_async16) into a raw tile in the I/O
+//      dtype, instead of being held in registers across the compute: variant 1 spilled those packs (116 B per
+//      thread, 9.8 M local-memory requests using 1 of 32 bytes per sector). HIP: plain copies (vendor/hip.h).
+//   2. The raw tile is then unpacked into the f32 tiles by a conflict-free mapping: a warp converts 32
+//      consecutive steps of one channel (consecutive float4 / float2 stores), and Bm/Cm go [n][t] -> [t][n] with
+//      consecutive [t][n] stores. Variant 1 stored straight from its (channel, pack) registers: a 6.1-way bank
+//      conflict, 59.8 M conflicts, 44% of all shared-store wavefronts.
+//   3. du, ddelta, dz of a (channel, step) go back into that step's slot of the staged tile (the slot is dead
+//      once the step's reduction round has read it) and leave at the end of the tile as 16-byte packs, a warp
+//      writing 8 channel rows x 64 B = whole sectors. Variant 1 wrote them as scalar 2-byte stores from the
+//      reducers: 9.7 of 32 bytes used per sector.
+//   4. The tile checkpoint (global, written by phase 1) is loaded before the staging barrier, so its L2 latency
+//      hides under the staging instead of stalling the tile forward; the next chunk's first tile is in flight
+//      during the previous chunk's last tile.
+// Same arithmetic as variant 1 otherwise (the adjoint per (step, state): G = C dy + q, dC <- dy h, dB <- G dt u,
+// gB += G B, q = a G, w = q h_{t-1}, dtw += A w, dA += w dt; dB/dC summed over the block's 32 channels in shared
+// memory, then one f32 atomic per (block, step, state)). docs/mamba_kernels.md has the counts and the prediction.
+#include <cstddef>
+#include <cstdlib>
+#include <initializer_list>
+
+#include "backends/gpu/common.cuh"
+#include "core/dispatch.h"
+#include "kernels/selective_scan/scan_gpu.h"
+#include "kernels/selective_scan/scan_seq.cuh"
+#include "kernels/selective_scan/selective_scan.h"
+
+namespace anvil {
+namespace {
+using namespace scan_seq;
+
+constexpr int kTT = 32;                     // steps per staged tile (as the forward)
+constexpr int kNP = 16;                     // states per channel (N <= 16; padded with A = B = C = 0)
+constexpr int kCB = 32;                     // channels per block
+constexpr int kQ = 4;                       // lanes per channel
+constexpr int kS = kNP / kQ;                // states per lane: one float4
+constexpr int kThreads = kCB * kQ;          // 128
+constexpr int kSub = 8;                     // steps per recomputed sub-tile (a, h in registers)
+constexpr int kHalf = 4;                    // steps per reduction round
+constexpr int kChunk = int(kSelectiveScanChunk);
+constexpr int kTiles = kChunk / kTT;        // 16 checkpoints per chunk
+constexpr int kSubs = kTT / kSub;           // 4 sub-tiles per tile
+constexpr int kRedS = 2 * kCB * kNP + 8;    // dC|dB of one step; +8 floats: 4 steps x 8 states on 32 banks
+constexpr int kPPS = 3 * kQ * kHalf + 4;    // (gB, dtw, y) x lane x step of one channel; +4: 8 channels apart
+constexpr int kChElems = kCB * kTT;         // (channel, step) elements of a tile: 1024
+constexpr int kBCElems = kNP * kTT;         // (state, step) elements of one of Bm / Cm: 512
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+static_assert(kS == 4 && kQ == kHalf && kThreads == 2 * kNP * kHalf && kThreads == kCB * kHalf, "reducer roles cover 128");
+static_assert(kChElems % kThreads == 0 && kBCElems % kThreads == 0 && kThreads % kTT == 0 && kThreads % kNP == 0,
+              "conversion passes cover the tile");
+
+struct BwdAsyncParams {
+  const void *u, *delta, *Bm, *Cm, *z, *dout;
+  void *du, *ddelta, *dz;
+  const float *A, *D_skip, *delta_bias, *states;
+  float *dA, *dD, *ddelta_bias, *dB, *dC;  // dB, dC: f32 accumulators (B, G, N, L), zeroed by the host
+  float4* ck;                              // tile checkpoints: (blocks, kTiles, kThreads)
+  int64_t L;
+  int D, N, G, per_group, blocks_per_group, chunks;
+  bool softplus;
+};
+
+struct alignas(16) BwdSmem {
+  float B[kTT][kNP], C[kTT][kNP];
+  // (dt, dt*u, dy, u) per channel and step; after the step's reduction round, (du, ddelta, dz, -) of the step.
+  // +1: the compute warps read one step of 8 channels at once, which lands on 8 distinct bank quads.
+  float4 d[kCB][kTT + 1];
+  float2 e[kCB][kTT + 1];          // (d dt/d delta, dout * silu'(z)) per channel and step
+  float4 sub[kSubs - 1][kThreads]; // h at steps 8, 16, 24 of the tile, per thread
+  float bias[kCB];                 // delta_bias of the block's channels
+  // Last: without asynchronous copies (HIP) the raw tile lives here, free between a tile's last round and the
+  // next tile's first (58 KB in all fits the 64 KB of LDS of a CDNA workgroup; a separate raw tile would not).
+  float red[kHalf][kRedS];         // [step][dC|dB][channel][state]
+  float pp[kCB][kPPS];             // [channel][gB|dtw|y][lane][step]
+};
+// The next tile in the I/O dtype, filled by cp.async while the current one is computed. Channel rows are one
+// tile long (the conversion reads 32 consecutive steps of a row: conflict-free); Bm/Cm rows get 16 bytes of
+// padding (the transposing reads then hit 2 rows per bank at most instead of 8) and stay 16-byte aligned.
+template <class T>
+struct alignas(16) RawTile {
+  static constexpr int kRowBC = kTT + 16 / int(sizeof(T));
+  T ch[4][kCB][kTT];  // u, delta, z, dout
+  T bc[2][kNP][kRowBC];
+};
+// ANVIL_ASYNC_SMEM_COPY (vendor header): 1 when the copy runs during compute and needs its own buffer.
+constexpr bool kOverlap = ANVIL_ASYNC_SMEM_COPY;
+template <class T>
+constexpr size_t smem_bytes() { return kOverlap ? sizeof(BwdSmem) + sizeof(RawTile<T>) : sizeof(BwdSmem); }
+static_assert(sizeof(BwdSmem) % 16 == 0 && offsetof(BwdSmem, red) % 16 == 0, "the raw tile is 16-byte aligned");
+static_assert(sizeof(BwdSmem) - offsetof(BwdSmem, red) >= sizeof(RawTile<float>), "raw tile fits red + pp");
+
+__device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ void st4(float* p, float a, float b, float c, float d) {
+  *reinterpret_cast<float4*>(p) = make_float4(a, b, c, d);
+}
+__device__ __forceinline__ void unpack4(const float4& v, float* o) { o[0] = v.x, o[1] = v.y, o[2] = v.z, o[3] = v.w; }
+
+// One 16-byte pack of a row at t0 into shared memory: asynchronous when VEC (a pack is then wholly inside or past
+// L), element by element otherwise. ok = false (or past L) writes zeros: padded states and channels must read 0.
+template <class T, bool VEC>
+__device__ __forceinline__ void copy_pack(T* dst, const T* row, int64_t t0, int64_t L, bool ok) {
+  constexpr int P = gpu::Pack<T>::N;
+  if constexpr (VEC) {
+    const bool in = ok && t0 < L;
+    anvil_cp_async16(dst, in ? row + t0 : row, in);
+  } else {
+#pragma unroll
+    for (int i = 0; i < P; i++) dst[i] = ok && t0 + i < L ? row[t0 + i] : from_f32<T>(0.f);
+  }
+}
+template <class T, bool VEC>
+__device__ __forceinline__ void store_pack_at(T* row, int64_t t0, int64_t L, const gpu::Pack<T>& pk) {
+  constexpr int P = gpu::Pack<T>::N;
+  if constexpr (VEC) {
+    if (t0 < L) gpu::store_pack(row + t0, pk);
+  } else {
+#pragma unroll
+    for (int i = 0; i < P; i++)
+      if (t0 + i < L) row[t0 + i] = pk.v[i];
+  }
+}
+
+template <class T, bool VEC>
+__global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncParams p) {
+  constexpr int P = gpu::Pack<T>::N;
+  constexpr int PPC = kTT / P;                  // packs per channel row and tile
+  constexpr int KC = kCB * PPC / kThreads;      // channel packs per thread and tensor
+  constexpr int NBC = 2 * kNP * PPC;            // Bm and Cm packs per tile
+  constexpr int KB = (NBC + kThreads - 1) / kThreads;
+  static_assert(kCB * PPC % kThreads == 0 && kCB % 8 == 0, "tile shape");
+  extern __shared__ float4 smem_raw[];
+  BwdSmem& sm = *reinterpret_cast<BwdSmem*>(smem_raw);
+  RawTile<T>& raw = *reinterpret_cast<RawTile<T>*>(reinterpret_cast<char*>(smem_raw) +
+                                                   (kOverlap ? sizeof(BwdSmem) : offsetof(BwdSmem, red)));
+
+  const int tid = int(threadIdx.x);
+  const int blk = int(blockIdx.x), jb = blk % p.blocks_per_group, bg = blk / p.blocks_per_group;
+  const int g = bg % p.G, b = bg / p.G, ch0 = jb * kCB;
+  const int64_t L = p.L;
+  const int64_t bc = (int64_t(b) * p.G + g) * p.N * L;
+  const T* Bg = static_cast<const T*>(p.Bm) + bc;
+  const T* Cg = static_cast<const T*>(p.Cm) + bc;
+  const T* Z = static_cast<const T*>(p.z);
+  // Channel and row of block channel sc (clamped to the group's first channel past it: never stored then).
+  auto chan_of = [&](int sc) { return g * p.per_group + (ch0 + sc < p.per_group ? ch0 + sc : 0); };
+  auto row_of = [&](int sc) { return int64_t(b) * p.D + chan_of(sc); };
+
+  // Compute role (and per-step reducer role): channel cc, states q*4 .. q*4+3.
+  const int q = tid % kQ, cc = tid / kQ;
+  const bool valid = ch0 + cc < p.per_group;
+  const int d = g * p.per_group + (valid ? ch0 + cc : 0);
+  const int64_t row = int64_t(b) * p.D + d;
+  const float dskip = p.D_skip ? p.D_skip[d] : 0.f;
+  float A2[kS], qc[kS], dA[kS];
+#pragma unroll
+  for (int j = 0; j < kS; j++) {
+    const int n = q * kS + j;
+    A2[j] = n < p.N ? p.A[int64_t(d) * p.N + n] * kLog2e : 0.f;
+    qc[j] = dA[j] = 0.f;  // qc: a_{t+1} G_{t+1}, what the later steps send back to h_t
+  }
+  float dD_acc = 0.f, ddb_acc = 0.f;
+  // dB/dC reducer role: step rs of the round, state rn, rw = 0 (dC) or 1 (dB).
+  const int rs = tid % kHalf, rn = (tid / kHalf) % kNP, rw = tid / (kHalf * kNP);
+  for (int i = tid; i < kCB; i += kThreads) sm.bias[i] = p.delta_bias ? p.delta_bias[chan_of(i)] : 0.f;
+
+  // Copy role: the next tile's packs into `raw` (phase 1 needs only u, delta and Bm). Thread pack k = tid +
+  // i*kThreads -> channel k / PPC, pack k % PPC; a warp copies whole 64-byte row segments.
+  auto issue = [&](int kt, bool full) {
+    const int64_t tt = int64_t(kt) * kTT;
+#pragma unroll
+    for (int i = 0; i < KC; i++) {
+      const int k = tid + i * kThreads, sc = k / PPC, sp = k % PPC;
+      const bool ok = ch0 + sc < p.per_group;
+      const int64_t r = row_of(sc) * L, t0 = tt + sp * P;
+      copy_pack<T, VEC>(&raw.ch[0][sc][sp * P], static_cast<const T*>(p.u) + r, t0, L, ok);
+      copy_pack<T, VEC>(&raw.ch[1][sc][sp * P], static_cast<const T*>(p.delta) + r, t0, L, ok);
+      if (full && Z) copy_pack<T, VEC>(&raw.ch[2][sc][sp * P], Z + r, t0, L, ok);
+      if (full) copy_pack<T, VEC>(&raw.ch[3][sc][sp * P], static_cast<const T*>(p.dout) + r, t0, L, ok);
+    }
+#pragma unroll
+    for (int i = 0; i < KB; i++) {
+      const int m = tid + i * kThreads, w = m / (kNP * PPC), n = (m % (kNP * PPC)) / PPC, sp = m % PPC;
+      if (m < NBC && (w == 0 || full))
+        copy_pack<T, VEC>(&raw.bc[w][n][sp * P], (w ? Cg : Bg) + int64_t(n < p.N ? n : 0) * L, tt + sp * P, L,
+                          n < p.N);
+    }
+    anvil_cp_async_commit();
+  };
+  // raw -> f32 tiles (after anvil_cp_async_wait_all and a barrier). Element i*kThreads + tid: channel
+  // cs0 + i*kCS, step st, so a warp writes consecutive steps of one channel (and every address is a base
+  // plus a constant: nothing per element to keep in registers).
+  constexpr int kCS = kThreads / kTT;  // channels per pass
+  const int st = tid % kTT, cs0 = tid / kTT, bn = tid % kNP, bt0 = tid / kNP;
+  auto stage = [&](int kt, bool full) {
+    const int64_t tt = int64_t(kt) * kTT;
+    const bool past = tt + st >= L;
+#pragma unroll
+    for (int i = 0; i < kChElems / kThreads; i++) {
+      const int sc = cs0 + i * kCS;
+      const float uu = to_f32(raw.ch[0][sc][st]);
+      const float v = to_f32(raw.ch[1][sc][st]) + sm.bias[sc];
+      float dt = v, sg = 1.f;
+      if (p.softplus) dt = softplus_t<T>(v), sg = full && v <= 20.f ? sigmoid_t<T>(v) : 1.f;
+      if (past) dt = 0.f;  // past L: the identity step (dout, u, z read as zero there)
+      if (full) {
+        const float go = to_f32(raw.ch[3][sc][st]);
+        float dy = go, dzf = 0.f;
+        if (Z) {
+          const float zz = to_f32(raw.ch[2][sc][st]), s = sigmoid_t<T>(zz);
+          dy = go * zz * s;                       // dL/dy = dout * silu(z)
+          dzf = go * s * fmaf(zz, 1.f - s, 1.f);  // dL/dz = dzf * y
+        }
+        sm.d[sc][st] = make_float4(dt, dt * uu, dy, uu);
+        sm.e[sc][st] = make_float2(sg, dzf);
+      } else {
+        sm.d[sc][st] = make_float4(dt, dt * uu, 0.f, uu);
+      }
+    }
+    // Bm/Cm [n][t] -> [t][n]: element (t, n) with n fastest, so the f32 stores are consecutive.
+    constexpr int kPer = kBCElems / kThreads;  // passes per matrix
+#pragma unroll
+    for (int i = 0; i < 2 * kPer; i++) {
+      const int w = i / kPer, t = bt0 + (i % kPer) * (kThreads / kNP);
+      if (w == 0 || full) (w ? sm.C : sm.B)[t][bn] = to_f32(raw.bc[w][bn][t]);
+    }
+  };
+  // h through steps [t0, t0 + cnt) of the staged tile.
+  auto advance = [&](float* h, int t0, int cnt) {
+#pragma unroll 1
+    for (int t = t0; t < t0 + cnt; t += 4) {
+#pragma unroll
+      for (int s = 0; s < 4; s++) {
+        const float4 dd = sm.d[cc][t + s];
+        float bb[kS];
+        unpack4(ld4(&sm.B[t + s][q * kS]), bb);
+#pragma unroll
+        for (int j = 0; j < kS; j++) h[j] = fmaf(ANVIL_EXP2_FTZ(dd.x * A2[j]), h[j], bb[j] * dd.y);
+      }
+    }
+  };
+  // Both reductions of one round of kHalf steps starting at tile step tr (tile k of the sequence at tt).
+  auto reduce_round = [&](int64_t tt, int tr) {
+    {  // dC / dB: 32 channels of step rs, state rn -> one atomic
+      const float* srcr = &sm.red[rs][rw * kCB * kNP + rn];
+      float s = 0.f;
+#pragma unroll
+      for (int c = 0; c < kCB; c++) s += srcr[c * kNP];
+      const int64_t t = tt + tr + rs;
+      if (rn < p.N && t < L) atomicAdd((rw ? p.dB : p.dC) + bc + int64_t(rn) * L + t, s);
+    }
+    {  // per step of channel cc: step q of the round; the outputs replace the step's staged inputs
+      const int s = q;
+      float gB = 0.f, dtw = 0.f, ys = 0.f;
+#pragma unroll
+      for (int l = 0; l < kQ; l++) {
+        gB += sm.pp[cc][0 * kQ * kHalf + l * kHalf + s];
+        dtw += sm.pp[cc][1 * kQ * kHalf + l * kHalf + s];
+        ys += sm.pp[cc][2 * kQ * kHalf + l * kHalf + s];
+      }
+      float4& slot = sm.d[cc][tr + s];
+      const float4 dd = slot;
+      const float2 ee = sm.e[cc][tr + s];
+      const float ddt = fmaf(dd.w, gB, dtw * kLn2) * ee.x;  // (u gB + A-part) * d dt / d delta
+      slot = make_float4(fmaf(dd.x, gB, dskip * dd.z), ddt, ee.y * fmaf(dskip, dd.w, ys), 0.f);
+      if (valid && tt + tr + s < L) {
+        dD_acc = fmaf(dd.z, dd.w, dD_acc);
+        ddb_acc += ddt;
+      }
+    }
+  };
+  // The tile's du, ddelta, dz as 16-byte packs. Pack k: channel (k % 8) + 8 (k / (8 PPC)), pack (k / 8) % PPC:
+  // 8 adjacent threads read 8 channels' float4 of one step (8 bank quads), and a warp stores 8 rows x 64 B.
+  auto write_tile = [&](int64_t tt) {
+#pragma unroll
+    for (int i = 0; i < KC; i++) {
+      const int k = tid + i * kThreads, sc = k % 8 + 8 * (k / (8 * PPC)), sp = (k / 8) % PPC;
+      if (ch0 + sc >= p.per_group) continue;
+      gpu::Pack<T> pu, pd, pz;
+#pragma unroll
+      for (int e = 0; e < P; e++) {
+        const float4 o = sm.d[sc][sp * P + e];
+        pu.v[e] = from_f32<T>(o.x);
+        pd.v[e] = from_f32<T>(o.y);
+        pz.v[e] = from_f32<T>(o.z);
+      }
+      const int64_t r = row_of(sc) * L, t0 = tt + sp * P;
+      store_pack_at<T, VEC>(static_cast<T*>(p.du) + r, t0, L, pu);
+      store_pack_at<T, VEC>(static_cast<T*>(p.ddelta) + r, t0, L, pd);
+      if (p.dz) store_pack_at<T, VEC>(static_cast<T*>(p.dz) + r, t0, L, pz);
+    }
+  };
+  auto tiles_of = [&](int c) {  // tiles from the chunk start to L
+    const int64_t left = (L - int64_t(c) * kChunk + kTT - 1) / kTT;
+    return left < kTiles ? int(left) : kTiles;
+  };
+
+  float4* ck = p.ck + int64_t(blk) * kTiles * kThreads + tid;
+  if (kOverlap) {  // the first tile the loop stages: phase 1's first, or phase 2's only one
+    const int c = p.chunks - 1, nt = tiles_of(c);
+    issue(c * kTiles, nt == 1);
+  }
+  // Without overlap the copy of a tile is issued just before it is staged, into red/pp: their last reader (the
+  // previous round's reducers, or nobody in phase 1) is behind a barrier every thread has passed.
+  for (int c = p.chunks - 1; c >= 0; c--) {
+    const int nt = tiles_of(c);
+    const int kt0 = c * kTiles;  // the chunk's first tile in the sequence
+    float h0[kS];
+#pragma unroll
+    for (int j = 0; j < kS; j++) {
+      const int n = q * kS + j;
+      h0[j] = c > 0 && valid && n < p.N ? p.states[(row * p.chunks + c - 1) * p.N + n] : 0.f;
+    }
+    // Phase 1: the chunk's forward, checkpoints at tile starts 1 .. nt-1.
+    if (nt > 1) {
+      float h[kS] = {h0[0], h0[1], h0[2], h0[3]};
+      for (int k = 0; k + 1 < nt; k++) {
+        if (!kOverlap) issue(kt0 + k, false);
+        anvil_cp_async_wait_all();
+        __syncthreads();  // tile k is in raw (every thread's copies); the f32 tiles are free
+        stage(kt0 + k, false);
+        __syncthreads();  // the f32 tiles are ready; raw is free
+        if (kOverlap && k + 2 < nt) issue(kt0 + k + 1, false);
+        else if (kOverlap) issue(kt0 + nt - 1, true);  // phase 2 starts with the last tile
+        advance(h, 0, kTT);
+        ck[(k + 1) * kThreads] = make_float4(h[0], h[1], h[2], h[3]);
+      }
+    }
+    // Phase 2: tiles from last to first.
+    for (int k = nt - 1; k >= 0; k--) {
+      const int64_t tt = int64_t(kt0 + k) * kTT;
+      float ht[kS];
+      if (k > 0) unpack4(ck[k * kThreads], ht);  // issued before the barriers: its latency hides under stage()
+      else for (int j = 0; j < kS; j++) ht[j] = h0[j];
+      if (!kOverlap) issue(kt0 + k, true);
+      anvil_cp_async_wait_all();
+      __syncthreads();
+      stage(kt0 + k, true);
+      __syncthreads();
+      if (kOverlap && k > 0) issue(kt0 + k - 1, true);
+      else if (kOverlap && c > 0) issue((c - 1) * kTiles, false);  // chunk c-1 is whole: its phase 1 is next
+      {
+        float h[kS] = {ht[0], ht[1], ht[2], ht[3]};
+        for (int i = 0; i + 1 < kSubs; i++) {
+          advance(h, i * kSub, kSub);
+          sm.sub[i][tid] = make_float4(h[0], h[1], h[2], h[3]);
+        }
+      }
+#pragma unroll 1
+      for (int i = kSubs - 1; i >= 0; i--) {
+        const int tb = i * kSub;
+        float hs[kS];
+        if (i > 0) unpack4(sm.sub[i - 1][tid], hs);
+        else for (int j = 0; j < kS; j++) hs[j] = ht[j];
+        // Recompute the sub-tile: a and h of its 8 steps, and the state part of y.
+        float a[kSub][kS], h[kSub][kS], ys[kSub];
+#pragma unroll
+        for (int s = 0; s < kSub; s++) {
+          const float4 dd = sm.d[cc][tb + s];
+          float bb[kS], cv[kS];
+          unpack4(ld4(&sm.B[tb + s][q * kS]), bb);
+          unpack4(ld4(&sm.C[tb + s][q * kS]), cv);
+          ys[s] = 0.f;
+#pragma unroll
+          for (int j = 0; j < kS; j++) {
+            a[s][j] = ANVIL_EXP2_FTZ(dd.x * A2[j]);
+            h[s][j] = fmaf(a[s][j], s > 0 ? h[s - 1][j] : hs[j], bb[j] * dd.y);
+            ys[s] = fmaf(cv[j], h[s][j], ys[s]);
+          }
+        }
+        // The adjoint, from the sub-tile's last step down, in rounds of kHalf steps.
+#pragma unroll
+        for (int r = kSub / kHalf - 1; r >= 0; r--) {
+          float gB[kHalf], dtw[kHalf];
+#pragma unroll
+          for (int s = r * kHalf + kHalf - 1; s >= r * kHalf; s--) {
+            const float4 dd = sm.d[cc][tb + s];  // dt, dt*u, dy, u
+            float bb[kS], cv[kS], vC[kS], vB[kS];
+            unpack4(ld4(&sm.B[tb + s][q * kS]), bb);
+            unpack4(ld4(&sm.C[tb + s][q * kS]), cv);
+            const int sr = s - r * kHalf;
+            gB[sr] = dtw[sr] = 0.f;
+#pragma unroll
+            for (int j = 0; j < kS; j++) {
+              const float G = fmaf(cv[j], dd.z, qc[j]);  // dL/dh_t, all paths
+              vC[j] = dd.z * h[s][j];
+              vB[j] = G * dd.y;
+              gB[sr] = fmaf(G, bb[j], gB[sr]);
+              qc[j] = a[s][j] * G;
+              const float w = qc[j] * (s > 0 ? h[s - 1][j] : hs[j]);  // dL/d(dt A) at step t
+              dtw[sr] = fmaf(A2[j], w, dtw[sr]);
+              dA[j] = fmaf(w, dd.x, dA[j]);
+            }
+            st4(&sm.red[sr][cc * kNP + q * kS], vC[0], vC[1], vC[2], vC[3]);
+            st4(&sm.red[sr][kCB * kNP + cc * kNP + q * kS], vB[0], vB[1], vB[2], vB[3]);
+          }
+          float* pp = &sm.pp[cc][q * kHalf];
+          st4(pp, gB[0], gB[1], gB[2], gB[3]);
+          st4(pp + kQ * kHalf, dtw[0], dtw[1], dtw[2], dtw[3]);
+          st4(pp + 2 * kQ * kHalf, ys[r * kHalf], ys[r * kHalf + 1], ys[r * kHalf + 2], ys[r * kHalf + 3]);
+          __syncthreads();  // the round's partial sums are in red and pp
+          reduce_round(tt, tb + r * kHalf);
+          __syncthreads();  // red and pp are free again; the round's outputs are in sm.d
+        }
+      }
+      write_tile(tt);  // the next barrier (before the next stage) keeps sm.d until every pack has left
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kS; j++)
+    if (valid && q * kS + j < p.N) atomicAdd(p.dA + int64_t(d) * p.N + q * kS + j, dA[j]);
+  if (valid && p.dD) atomicAdd(p.dD + d, dD_acc);
+  if (valid && p.ddelta_bias) atomicAdd(p.ddelta_bias + d, ddb_acc);
+}
+
+template <class T>
+__global__ void f32_to_kernel(const float* __restrict__ src, T* __restrict__ dst, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) dst[i] = from_f32<T>(src[i]);
+}
+
+template <class T, bool VEC>
+void launch_bwd_async(const BwdAsyncParams& p, unsigned grid) {
+  auto kernel = scan_bwd_async_kernel<T, VEC>;
+  // > 48 KB of dynamic shared memory must be asked for (NVIDIA). CUDA: 57.5 KB + the raw tile (bf16/f16 10.5 KB
+  // -> 68 KB, 3 blocks per SM of 228 KB; f32 20.5 KB -> 78 KB, 2 blocks). HIP: 57.5 KB (raw tile in red/pp).
+  static const bool attr = [&] {
+    ANVIL_GPU_CHECK(gpuFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                                        gpuFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes<T>())));
+    return true;
+  }();
+  (void)attr;
+  kernel<<<grid, kThreads, smem_bytes<T>(), gpu::stream()>>>(p);
+  ANVIL_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+bool selective_scan_bwd_async_gpu(int variant, const Tensor& dout, const Tensor& u, const Tensor& delta,
+                                  const Tensor& A, const Tensor& Bm, const Tensor& Cm, const Tensor& D_skip,
+                                  const Tensor& z, const Tensor& delta_bias, bool delta_softplus,
+                                  const Tensor& states, Tensor& du, Tensor& ddelta, Tensor& dA, Tensor& dB,
+                                  Tensor& dC, Tensor& dD, Tensor& dz, Tensor& ddelta_bias) {
+  if (variant != 2 || A.size(1) > kNP) return false;
+  BwdAsyncParams p;
+  p.u = u.data_ptr();
+  p.delta = delta.data_ptr();
+  p.Bm = Bm.data_ptr();
+  p.Cm = Cm.data_ptr();
+  p.z = z.defined() ? z.data_ptr() : nullptr;
+  p.dout = dout.data_ptr();
+  p.du = du.data_ptr();
+  p.ddelta = ddelta.data_ptr();
+  // dz is written only when z is given (the front-end requires it then).
+  p.dz = z.defined() && dz.defined() ? dz.data_ptr() : nullptr;
+  p.A = A.data<float>();
+  p.D_skip = D_skip.defined() ? D_skip.data<float>() : nullptr;
+  p.delta_bias = delta_bias.defined() ? delta_bias.data<float>() : nullptr;
+  p.states = states.data<float>();
+  p.dA = dA.data<float>();
+  p.dD = dD.defined() ? dD.data<float>() : nullptr;
+  p.ddelta_bias = ddelta_bias.defined() ? ddelta_bias.data<float>() : nullptr;
+  p.L = u.size(2);
+  p.D = int(u.size(1));
+  p.N = int(A.size(1));
+  p.G = int(Bm.size(1));
+  p.per_group = p.D / p.G;
+  p.blocks_per_group = gpu::ceil_div(p.per_group, kCB);
+  p.chunks = int(selective_scan_chunks(p.L));
+  p.softplus = delta_softplus;
+  const int64_t grid = u.size(0) * p.G * p.blocks_per_group;
+  const bool f32 = dB.dtype() == DType::f32;
+  Tensor dB32 = f32 ? dB : Tensor::empty(dB.shape(), DType::f32, dB.device());
+  Tensor dC32 = f32 ? dC : Tensor::empty(dC.shape(), DType::f32, dC.device());
+  dB32.zero_();
+  dC32.zero_();
+  p.dB = dB32.data<float>();
+  p.dC = dC32.data<float>();
+  Tensor ck = Tensor::empty({grid * kTiles * kThreads * 4}, DType::f32, u.device());
+  p.ck = reinterpret_cast<float4*>(ck.data<float>());
+  ANVIL_DISPATCH_FLOAT(u.dtype(), T, {
+    // 16-byte copies in and 16-byte stores out: every row of every tensor must start on 16 bytes.
+    const bool vec = p.L % gpu::Pack<T>::N == 0 &&
+                     scan_seq::all_aligned16({&u, &delta, &Bm, &Cm, &z, &dout, &du, &ddelta, &dz});
+    if (vec) launch_bwd_async<T, true>(p, unsigned(grid));
+    else launch_bwd_async<T, false>(p, unsigned(grid));
+    if (!f32) {
+      const int64_t n = dB.numel();
+      f32_to_kernel<T><<<gpu::ceil_div(n, 256), 256, 0, gpu::stream()>>>(p.dB, dB.data<T>(), n);
+      ANVIL_LAUNCH_CHECK();
+      f32_to_kernel<T><<<gpu::ceil_div(n, 256), 256, 0, gpu::stream()>>>(p.dC, dC.data<T>(), n);
+      ANVIL_LAUNCH_CHECK();
+    }
+  });
+  return true;
+}
+
+}  // namespace anvil
