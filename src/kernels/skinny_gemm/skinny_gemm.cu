@@ -23,6 +23,8 @@
 #include <type_traits>
 
 #include "backends/gpu/common.cuh"
+#include "kernels/add_rms_norm/add_rms_norm.h"
+#include "kernels/rms_norm/rms_norm.h"
 #include "kernels/skinny_gemm/skinny_gemm.h"
 #include "kernels/swiglu/swiglu_gpu.cuh"
 
@@ -237,11 +239,12 @@ __device__ __forceinline__ void stage_x(const Params& p, int k0, int len, float*
 #pragma unroll
     for (int j = 0; j < batch<MB>(); j++) {
       const int i = i0 + j * kThreads, m = i / nq, k = (i - m * nq) * 4;
-      if (i >= MB * nq) break;
-      float v[4];
+      if (i < MB * nq) {
+        float v[4];
 #pragma unroll
-      for (int e = 0; e < 4; e++) v[e] = GLU ? swiglu_f32<TX>(g[j][e], u[j][e]) : g[j][e];
-      *staged_quad<E>(xs, m, k, p.kc) = make_float4(v[0], v[1], v[2], v[3]);
+        for (int e = 0; e < 4; e++) v[e] = GLU ? swiglu_f32<TX>(g[j][e], u[j][e]) : g[j][e];
+        *staged_quad<E>(xs, m, k, p.kc) = make_float4(v[0], v[1], v[2], v[3]);
+      }
     }
   }
 }
@@ -275,7 +278,7 @@ __device__ __forceinline__ void stage_norm(const Params& p, int k0, int len, flo
 #pragma unroll
       for (int j = 0; j < batch<MB>(); j++) {
         const int i = i0 + j * kThreads, k = i * 4;
-        if (i >= nq) break;
+        if (i >= nq) continue;  // not break: a loop with a break is not unrolled (clang warned)
         const int avail = m < p.M ? len - k : 0;
         float v[4];
         TX hr[4];
@@ -467,12 +470,14 @@ __global__ void __launch_bounds__(kThreads) splitk_reduce_kernel(Params p, int S
 }
 
 template <class WT, int MB, bool VEC>
-void launch(Params p, Device dev) {
+bool launch(Params p, Device dev) {
   constexpr int NC = Cfg<MB>::NC, U = Cfg<MB>::U, E = 16 / WT::kBytes, STEP = kWarp * E * U;
   // One chunk of at least one step: at most 64 KB (MB=16 fp8 on 64-wide AMD wavefronts, within the LDS);
   // with 32-wide warps every configuration stays within NVIDIA's 48 KB default.
-  constexpr int kMinBytes = (MB * STEP + kWarps * MB) * 4;  // one step's chunk and the norm's sums
-  static_assert(kMinBytes <= 65536 && (kWarp > 32 || kMinBytes <= 49152), "x chunk exceeds shared memory");
+  constexpr int kLimitBytes = kWarp > 32 ? 65536 : 49152;
+  static_assert(MB * STEP * 4 <= kLimitBytes, "x chunk exceeds shared memory");
+  // The norm's sums (kWarps x MB floats) come on top: that one case (fp8, 16 rows, 64-wide) does not fit.
+  if (p.pro == kProNorm && (MB * STEP + kWarps * MB) * 4 > kLimitBytes) return false;
   const int cus = gpu::device_info(gpu::current_device()).compute_units;
   const int gx = gpu::ceil_div(p.N, kWarps * NC);
   // Split K when the column blocks alone cannot keep kInFlightPerCU bytes of weight loads in flight per SM (the
@@ -500,23 +505,25 @@ void launch(Params p, Device dev) {
     splitk_reduce_kernel<<<blocks, kThreads, 0, gpu::stream()>>>(p, S);
     ANVIL_LAUNCH_CHECK();
   }
+  return true;
 }
 
 // Rows rounded up to the next instantiated MB; the unaligned (byte-load) path exists only at MB = 16.
 template <class WT>
-void launch_rows(const Params& p, bool vec, Device dev) {
+bool launch_rows(const Params& p, bool vec, Device dev) {
   if (!vec) return launch<WT, 16, false>(p, dev);
   if (p.M <= 1) return launch<WT, 1, true>(p, dev);
   if (p.M <= 4) return launch<WT, 4, true>(p, dev);
   if (p.M <= 8) return launch<WT, 8, true>(p, dev);
-  launch<WT, 16, true>(p, dev);
+  return launch<WT, 16, true>(p, dev);
 }
 
 bool aligned_to(const void* p, int bytes) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-void run(Params p, const Tensor& w, const Tensor& x_scale, const Tensor& w_scale, float alpha, Tensor& y) {
+// False when the configuration does not fit the shared memory (launch); nothing ran then.
+bool run(Params p, const Tensor& w, const Tensor& x_scale, const Tensor& w_scale, float alpha, Tensor& y) {
   p.N = int(w.size(0));
-  if (p.M == 0 || p.N == 0) return;
+  if (p.M == 0 || p.N == 0) return true;
   ANVIL_CHECK(p.M <= kSkinnyMaxRows, "skinny_gemm_gpu", str("M <= ", kSkinnyMaxRows), p.M);
   const int xa = dtype_size(p.x_dtype) * 4;  // a quad of x-side values
   p.vec4 = p.K % 4 == 0 && aligned_to(p.x, xa) && aligned_to(p.nb, xa) && aligned_to(p.gamma, xa) &&
@@ -545,7 +552,7 @@ void skinny_gemm_gpu(const Tensor& x, const Tensor& x_scale, const Tensor& w, co
   p.M = int(x.size(0)), p.K = int(x.size(1));
   p.x = x.data_ptr(), p.x_dtype = x.dtype();
   p.pro = kProPlain;
-  run(p, w, x_scale, w_scale, alpha, y);
+  run(p, w, x_scale, w_scale, alpha, y);  // the plain staging always fits
 }
 
 void skinny_gemm_fused_gpu(const SkinnyPrologue& pro, const Tensor& w, const Tensor& w_scale, Tensor& y) {
@@ -562,7 +569,15 @@ void skinny_gemm_fused_gpu(const SkinnyPrologue& pro, const Tensor& w, const Ten
     p.h_out = pro.b.defined() ? pro.h_out.data_ptr() : nullptr;
     p.eps = pro.eps;
   }
-  run(p, w, Tensor(), w_scale, 1.f, y);
+  if (run(p, w, Tensor(), w_scale, 1.f, y)) return;
+  // The norm's sums did not fit next to the x chunk (fp8 weights, more than 8 rows, 64-wide wavefronts): the
+  // norm runs as its own kernel into a temporary of a's dtype, then the plain product.
+  Tensor x = Tensor::empty(pro.a.shape(), pro.a.dtype(), pro.a.device());
+  Tensor rstd = Tensor::empty({pro.a.size(0)}, DType::f32, pro.a.device());
+  Tensor h_out = pro.h_out;
+  if (pro.b.defined()) add_rms_norm_fwd(pro.b, pro.a, pro.gamma, pro.eps, h_out, x, rstd);
+  else rms_norm_fwd(pro.a, pro.gamma, pro.eps, x, rstd);
+  skinny_gemm_gpu(x, Tensor(), w, w_scale, 1.f, y);
 }
 
 }  // namespace anvil
