@@ -220,6 +220,26 @@ std::vector<OpCase> cases() {
       c.test = [=](const Ctx& ctx) { return run_sg(ctx, s); };
       out.push_back(c);
     }
+  // The GPU's tensor-core path (2..16 rows, 16-bit x whose values the weights' MMA type holds: bf16 x with bf16 or
+  // e4m3 weights, f16 x with f16 or e4m3 weights): rows 9..15 (two 8-row MMA groups, the second partly padded),
+  // K not a multiple of 16 (71, 520 for fp8's 16-wide packs; 71 and 1000 also take the unaligned loads), N not a
+  // multiple of 16, and N = 40 / K = 4096 where the GPU splits K and several warps share a 16-row slab.
+  const NK mshapes[] = {{33, 71}, {130, 520}, {257, 1000}, {40, 4096}};
+  struct WX { DType w, x; };
+  int k = 0;
+  for (WX wx : {WX{DType::bf16, DType::bf16}, WX{DType::f16, DType::f16}, WX{DType::e4m3fn, DType::bf16},
+                WX{DType::e4m3fnuz, DType::bf16}, WX{DType::e4m3fn, DType::f16}})
+    for (NK nk : mshapes)
+      for (int64_t M : {2, 9, 15, 16}) {
+        const DType y = floats[k % 3];
+        const Scale sc = dtype_is_fp8(wx.w) ? (k % 2 ? Scale::per_channel : Scale::per_tensor)
+                                            : (k % 4 == 3 ? Scale::per_channel : Scale::none);
+        k++;
+        SG s{M, nk.N, nk.K, wx.x, wx.w, y, sc};
+        OpCase c{"skinny_gemm", sg_id(s)};
+        c.test = [=](const Ctx& ctx) { return run_sg(ctx, s); };
+        out.push_back(c);
+      }
   out.push_back(error_case());
 
   // Fused prologues. K = 1000 takes the byte-load path for bf16 weights (2000-byte rows); K = 4096 is one whole

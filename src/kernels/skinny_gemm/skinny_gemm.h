@@ -14,7 +14,9 @@
 //          streams all of them; the caller slices y's columns. Per-channel FP8 scales stack the same way.
 // Prologue fusion (skinny_gemm_fused): the kernel that made x (add_rms_norm, swiglu) is folded into the x staging,
 //          one launch instead of two per decode projection; see SkinnyPrologue.
-// Backends: CPU loops (OpenMP over n, f32 accumulation); GPU: a warp-per-columns streaming kernel (skinny_gemm.cu).
+// Backends: CPU loops (OpenMP over n, f32 accumulation); GPU: a warp-per-columns streaming kernel (skinny_gemm.cu),
+//          and on CUDA sm_80+ for 2..16 rows with bf16 x (bf16/e4m3 w) or f16 x (f16/e4m3 w) a tensor-core
+//          (mma.m16n8k16) kernel with the same contract (ANVIL_SKINNY_MMA=0 turns it off; docs/decode_kernels.md).
 //          matmul / matmul_fwd / matmul_fp8 route M <= kSkinnyMaxRows products here on the GPU (matmul.cu).
 #pragma once
 #include "core/tensor.h"

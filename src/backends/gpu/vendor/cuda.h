@@ -37,6 +37,64 @@ __device__ __forceinline__ void anvil_e4m3x4_to_f32(uint32_t w, float (&f)[4]) {
 }
 #endif
 
+// Warp-level tensor-core product, m16n8k16 with f32 accumulation: d (16 x 8) += a (16 x 16) * b (16 x 8), a and b
+// bf16 (BF16 = true) or f16, two values per 32-bit register, low half first. The fragments follow the PTX ISA
+// ("Matrix Fragments for mma.m16n8k16 with floating point type"), with g = lane / 4, t = lane % 4:
+//   a[0]: row g,   k 2t, 2t+1     a[1]: row g+8, k 2t, 2t+1     a[2]: row g, k 2t+8, 2t+9   a[3]: row g+8, k 2t+8, 2t+9
+//   b[0]: k 2t, 2t+1, column g    b[1]: k 2t+8, 2t+9, column g
+//   d[0], d[1]: row g, columns 2t, 2t+1                          d[2], d[3]: row g+8, columns 2t, 2t+1
+// sm_80 and later (host code checks DeviceInfo::bf16_compute, which is major >= 8 on CUDA); ANVIL_HAS_MMA16816 is
+// set for every pass so the host side can see that the vendor has it. hip.h does not define it: gfx90a's MFMA
+// (v_mfma_f32_16x16x16bf16_1k, wave64) has a different fragment layout, and the kernels that use this keep their
+// FMA path on AMD.
+#define ANVIL_HAS_MMA16816 1
+constexpr int kAnvilMmaLanes = 32;  // the fragment layout above is defined over 32 lanes
+template <bool BF16>
+__device__ __forceinline__ void anvil_mma16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (BF16) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+#else
+  __trap();  // never launched below sm_80
+#endif
+}
+// Two 16-bit values times a power of two c (both halves), exactly (no overflow or underflow for the callers'
+// values): fma.rn with a -0 addend, so -0 stays -0. Subnormal inputs are kept (PTX: half-precision fma supports
+// subnormals). Used to rebias fp8 codes placed into bf16/f16 bit fields.
+template <bool BF16>
+__device__ __forceinline__ uint32_t anvil_mul2_16(uint32_t x, uint32_t c) {
+  uint32_t r;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (BF16) asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(c), "r"(0x80008000u));
+  else asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(c), "r"(0x80008000u));
+#else
+  r = x;
+  __trap();
+#endif
+  return r;
+}
+// 16 bytes of a read-once stream (weights): through L2 without allocating in L1, so the L1 keeps the small,
+// reused operand (the activations) that the same kernel reads with anvil_load16_ro. Not volatile: only for data
+// no kernel writes while this one runs (it may be scheduled before anvil_wait_prior_grid()).
+__device__ __forceinline__ uint4 anvil_load16_stream(const void* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+// 16 bytes of read-only data that other warps of the SM read too (cached in L1).
+__device__ __forceinline__ uint4 anvil_load16_ro(const void* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+
 // Early launch (see vendor::launch_early). wait: blocks until the previous grids on the stream have finished and
 // their writes are visible. allow: lets the next grid launch now (each block calls it; without it the next grid
 // launches as this grid's blocks exit). Both are no-ops for kernels launched the ordinary way.

@@ -44,6 +44,10 @@ __device__ __forceinline__ void anvil_cp_async16(void* smem, const void* gmem, b
 __device__ __forceinline__ void anvil_cp_async_commit() {}
 __device__ __forceinline__ void anvil_cp_async_wait_all() {}
 
+// No ANVIL_HAS_MMA16816 here (cuda.h: the warp-level m16n8k16 tensor-core product and its fragment layout). CDNA's
+// MFMA (gfx90a: v_mfma_f32_16x16x16bf16_1k over a 64-wide wavefront) distributes its operands differently, so the
+// kernels written against that layout (skinny_gemm's MMA path) are compiled out on AMD and their FMA kernels run.
+
 // Neutral spellings used by anvil's GPU sources (cuda.h maps the same names onto CUDA).
 #define gpuError_t hipError_t
 #define gpuSuccess hipSuccess
