@@ -7,6 +7,9 @@ their step while later rounds still read the tile, and leave only at the end of 
 
     python3 tools/emulate_scan_bwd.py            # the whole grid (a few minutes on one core)
     python3 tools/emulate_scan_bwd.py --quick    # a few shapes
+    python3 tools/emulate_scan_bwd.py --variant=3  # variant 3's schedule: per 4-step round, recompute only that
+        round (the second round of a sub-tile first advances its first 4 steps again) and the adjoint reads the
+        round's a, h, B, C, (dt, dt u, dy) as held at recompute time
 """
 import itertools
 import sys
@@ -15,6 +18,7 @@ import numpy as np
 import torch
 
 CHUNK, TT, SUB, HALF, NP = 512, 32, 8, 4, 16
+VARIANT = 3 if '--variant=3' in sys.argv else 2  # 3: per-round recompute, adjoint inputs held (module doc)
 LOG2E, LN2 = 1.4426950408889634, 0.6931471805599453
 
 
@@ -96,6 +100,28 @@ def emulate(u, delta, A, Bm, Cm, Dskip, z, dbias, softplus, dout):
     dA, qc = np.zeros((R, NP)), np.zeros((R, NP))
     dD, ddb = np.zeros(R), np.zeros(R)
     gidx = np.tile(grp, Bsz) + np.repeat(np.arange(Bsz), D) * G  # (b, g) of each row
+    cur = {}  # tt, tb of the sub-tile being reduced
+
+    def reduce(r, vCs, vBs, gB, dtw, ys):  # the round's reducers (variant 3; variant 2's are inline below)
+        nonlocal dD, ddb
+        tt, tb = cur['tt'], cur['tb']
+        for s in range(r * HALF, r * HALF + HALF):
+            t = tt + tb + s
+            for bg in np.unique(gidx):
+                rows = gidx == bg
+                b_, g_ = divmod(bg, G)
+                dC[b_, g_, :, t] += vCs[s][rows].sum(0)
+                dB[b_, g_, :, t] += vBs[s][rows].sum(0)
+            dd = d_cur['d'][:, tb + s].copy()
+            ee = d_cur['e'][:, tb + s]
+            ddt = (dd[:, 3] * gB[s] + dtw[s] * LN2) * ee[:, 0]
+            d_cur['d'][:, tb + s] = np.stack([dd[:, 0] * gB[s] + dsk * dd[:, 2], ddt,
+                                              ee[:, 1] * (dsk * dd[:, 3] + ys[s]), 0 * ddt], -1)
+            if t < L:
+                dD += dd[:, 2] * dd[:, 3]
+                ddb += ddt
+    d_cur = {}
+
     for c in range(chunks - 1, -1, -1):
         nt = min(-(-(L - c * CHUNK) // TT), CHUNK // TT)
         kt0 = c * CHUNK // TT
@@ -117,40 +143,66 @@ def emulate(u, delta, A, Bm, Cm, Dskip, z, dbias, softplus, dout):
             for i in range(TT // SUB - 1, -1, -1):
                 tb = i * SUB
                 hs = sub[i - 1] if i > 0 else ht
-                a, hh, ys = [], [], []
-                hp = hs
-                for s in range(SUB):
-                    a.append(np.exp2(d[:, tb + s, 0:1] * A2))
-                    hp = a[-1] * hp + Bt[:, :, tb + s] * d[:, tb + s, 1:2]
-                    hh.append(hp)
-                    ys.append((Ct[:, :, tb + s] * hp).sum(-1))
-                for r in range(SUB // HALF - 1, -1, -1):
-                    gB, dtw, vCs, vBs = {}, {}, {}, {}
-                    for s in range(r * HALF + HALF - 1, r * HALF - 1, -1):
-                        dd = d[:, tb + s]  # must still be the staged inputs
-                        G_ = Ct[:, :, tb + s] * dd[:, 2:3] + qc
-                        vCs[s] = dd[:, 2:3] * hh[s]
-                        vBs[s] = G_ * dd[:, 1:2]
-                        gB[s] = (G_ * Bt[:, :, tb + s]).sum(-1)
-                        qc = a[s] * G_
-                        w = qc * (hh[s - 1] if s > 0 else hs)
-                        dtw[s] = (A2 * w).sum(-1)
-                        dA += w * dd[:, 0:1]
-                    for s in range(r * HALF, r * HALF + HALF):  # the round's reducers
-                        t = tt + tb + s
-                        for bg in np.unique(gidx):
-                            rows = gidx == bg
-                            b_, g_ = divmod(bg, G)
-                            dC[b_, g_, :, t] += vCs[s][rows].sum(0)
-                            dB[b_, g_, :, t] += vBs[s][rows].sum(0)
-                        dd = d[:, tb + s].copy()
-                        ee = e[:, tb + s]
-                        ddt = (dd[:, 3] * gB[s] + dtw[s] * LN2) * ee[:, 0]
-                        d[:, tb + s] = np.stack([dd[:, 0] * gB[s] + dsk * dd[:, 2], ddt,
-                                                 ee[:, 1] * (dsk * dd[:, 3] + ys[s]), 0 * ddt], -1)
-                        if t < L:
-                            dD += dd[:, 2] * dd[:, 3]
-                            ddb += ddt
+                cur.update(tt=tt, tb=tb); d_cur.update(d=d, e=e)
+                if VARIANT == 2:
+                    a, hh, ys = [], [], []
+                    hp = hs
+                    for s in range(SUB):
+                        a.append(np.exp2(d[:, tb + s, 0:1] * A2))
+                        hp = a[-1] * hp + Bt[:, :, tb + s] * d[:, tb + s, 1:2]
+                        hh.append(hp)
+                        ys.append((Ct[:, :, tb + s] * hp).sum(-1))
+                    for r in range(SUB // HALF - 1, -1, -1):
+                        gB, dtw, vCs, vBs = {}, {}, {}, {}
+                        for s in range(r * HALF + HALF - 1, r * HALF - 1, -1):
+                            dd = d[:, tb + s]  # must still be the staged inputs
+                            G_ = Ct[:, :, tb + s] * dd[:, 2:3] + qc
+                            vCs[s] = dd[:, 2:3] * hh[s]
+                            vBs[s] = G_ * dd[:, 1:2]
+                            gB[s] = (G_ * Bt[:, :, tb + s]).sum(-1)
+                            qc = a[s] * G_
+                            w = qc * (hh[s - 1] if s > 0 else hs)
+                            dtw[s] = (A2 * w).sum(-1)
+                            dA += w * dd[:, 0:1]
+                        for s in range(r * HALF, r * HALF + HALF):  # the round's reducers
+                            t = tt + tb + s
+                            for bg in np.unique(gidx):
+                                rows = gidx == bg
+                                b_, g_ = divmod(bg, G)
+                                dC[b_, g_, :, t] += vCs[s][rows].sum(0)
+                                dB[b_, g_, :, t] += vBs[s][rows].sum(0)
+                            dd = d[:, tb + s].copy()
+                            ee = e[:, tb + s]
+                            ddt = (dd[:, 3] * gB[s] + dtw[s] * LN2) * ee[:, 0]
+                            d[:, tb + s] = np.stack([dd[:, 0] * gB[s] + dsk * dd[:, 2], ddt,
+                                                     ee[:, 1] * (dsk * dd[:, 3] + ys[s]), 0 * ddt], -1)
+                            if t < L:
+                                dD += dd[:, 2] * dd[:, 3]
+                                ddb += ddt
+                else:  # variant 3: per round, recompute only its kHalf steps from hs advanced through the earlier rounds
+                    for r in range(SUB // HALF - 1, -1, -1):
+                        hr = hs.copy()
+                        for s in range(r * HALF): hr = step(hr, d, Bt, tb + s)  # the extra advance (r = 1: 4 steps)
+                        a, hh, ys = {}, {}, {}
+                        hp = hr
+                        for s in range(r * HALF, r * HALF + HALF):  # held in registers: a, h, B, C, (dt, dt u, dy)
+                            a[s] = np.exp2(d[:, tb + s, 0:1] * A2)
+                            hp = a[s] * hp + Bt[:, :, tb + s] * d[:, tb + s, 1:2]
+                            hh[s] = hp
+                            ys[s] = (Ct[:, :, tb + s] * hp).sum(-1)
+                        held = {s: d[:, tb + s].copy() for s in range(r * HALF, r * HALF + HALF)}
+                        gB, dtw, vCs, vBs = {}, {}, {}, {}
+                        for s in range(r * HALF + HALF - 1, r * HALF - 1, -1):
+                            dd = held[s]
+                            G_ = Ct[:, :, tb + s] * dd[:, 2:3] + qc
+                            vCs[s] = dd[:, 2:3] * hh[s]
+                            vBs[s] = G_ * dd[:, 1:2]
+                            gB[s] = (G_ * Bt[:, :, tb + s]).sum(-1)
+                            qc = a[s] * G_
+                            w = qc * (hh[s - 1] if s > r * HALF else hr)
+                            dtw[s] = (A2 * w).sum(-1)
+                            dA += w * dd[:, 0:1]
+                        reduce(r, vCs, vBs, gB, dtw, ys)
             # write_tile: the slots now hold (du, ddelta, dz)
             du[:, tt:tt + TT], ddelta[:, tt:tt + TT], dzo[:, tt:tt + TT] = d[:, :, 0], d[:, :, 1], d[:, :, 2]
     out = dict(u=du[:, :L].reshape(Bsz, D, L), delta=ddelta[:, :L].reshape(Bsz, D, L),

@@ -20,6 +20,11 @@
 // Same arithmetic as variant 1 otherwise (the adjoint per (step, state): G = C dy + q, dC <- dy h, dB <- G dt u,
 // gB += G B, q = a G, w = q h_{t-1}, dtw += A w, dA += w dt; dB/dC summed over the block's 32 channels in shared
 // memory, then one f32 atomic per (block, step, state)). docs/mamba_kernels.md has the counts and the prediction.
+// Variant 3 (template HOLD, ANVIL_SCAN_BWD_VARIANT=3): per 4-step round only that round is recomputed (the second
+// round of a sub-tile advances the first 4 steps again: 3.25 instead of 2.75 forward passes) and its a, h, B, C,
+// (dt, dt u, dy) stay in registers for the adjoint, which then reads no shared memory: the b2 profile is 82% L1/TEX
+// (shared pipe) and the d/B/C LDS.128 of recompute + adjoint are ~half of its wavefronts (SASS: 41 -> 31 LDS.128
+// per sub-tile, 760 -> 811 instructions).
 #include <cstddef>
 #include <cstdlib>
 #include <initializer_list>
@@ -126,7 +131,7 @@ __device__ __forceinline__ void store_pack_at(T* row, int64_t t0, int64_t L, con
   }
 }
 
-template <class T, bool VEC>
+template <class T, bool VEC, bool HOLD>
 __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncParams p) {
   constexpr int P = gpu::Pack<T>::N;
   constexpr int PPC = kTT / P;                  // packs per channel row and tile
@@ -244,6 +249,19 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
       }
     }
   };
+  // h through steps [t0, t0 + cnt) with cnt a compile-time multiple of 4 after unrolling (variant 3's extra
+  // advance to the second round of a sub-tile).
+  auto advance_unrolled = [&](float* h, int t0, int cnt) {
+#pragma unroll
+    for (int s = 0; s < kHalf; s++) {
+      if (s >= cnt) break;
+      const float4 dd = sm.d[cc][t0 + s];
+      float bb[kS];
+      unpack4(ld4(&sm.B[t0 + s][q * kS]), bb);
+#pragma unroll
+      for (int j = 0; j < kS; j++) h[j] = fmaf(ANVIL_EXP2_FTZ(dd.x * A2[j]), h[j], bb[j] * dd.y);
+    }
+  };
   // Both reductions of one round of kHalf steps starting at tile step tr (tile k of the sequence at tt).
   auto reduce_round = [&](int64_t tt, int tr) {
     {  // dC / dB: 32 channels of step rs, state rn -> one atomic
@@ -357,6 +375,7 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
         float hs[kS];
         if (i > 0) unpack4(sm.sub[i - 1][tid], hs);
         else for (int j = 0; j < kS; j++) hs[j] = ht[j];
+        if constexpr (!HOLD) {
         // Recompute the sub-tile: a and h of its 8 steps, and the state part of y.
         float a[kSub][kS], h[kSub][kS], ys[kSub];
 #pragma unroll
@@ -407,6 +426,62 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
           reduce_round(tt, tb + r * kHalf);
           __syncthreads();  // red and pp are free again; the round's outputs are in sm.d
         }
+        } else {
+        // Variant 3: per round of kHalf steps, recompute only the round (from hs, advanced through the earlier
+        // rounds of the sub-tile: 4 extra steps for the second round) and keep what the adjoint reads of the
+        // round -- a, h, B, C and the step's (dt, dt u, dy) -- in registers (16 + 16 + 16 + 16 + 12 = 76, where
+        // variant 2 kept a, h of 8 steps = 64). The adjoint then loads nothing from shared memory: per warp and
+        // 8-step sub-tile 8 x 3 LDS.128 (d, B, C) = 96 wavefronts fewer (LDS.128 = 4 wavefronts even when the
+        // 8 distinct addresses would fit one), for 4 x 2 LDS.128 = 32 more in the extra advance: -64 of ~390.
+#pragma unroll
+        for (int r = kSub / kHalf - 1; r >= 0; r--) {
+          const int t0 = tb + r * kHalf;
+          float hr[kS] = {hs[0], hs[1], hs[2], hs[3]};  // h at step t0 - 1
+          if (r > 0) advance_unrolled(hr, tb, r * kHalf);
+          float a[kHalf][kS], h[kHalf][kS], bb[kHalf][kS], cv[kHalf][kS], dx[kHalf], dyu[kHalf], dyy[kHalf];
+          float ys[kHalf];
+#pragma unroll
+          for (int s = 0; s < kHalf; s++) {
+            const float4 dd = sm.d[cc][t0 + s];
+            dx[s] = dd.x, dyu[s] = dd.y, dyy[s] = dd.z;
+            unpack4(ld4(&sm.B[t0 + s][q * kS]), bb[s]);
+            unpack4(ld4(&sm.C[t0 + s][q * kS]), cv[s]);
+            ys[s] = 0.f;
+#pragma unroll
+            for (int j = 0; j < kS; j++) {
+              a[s][j] = ANVIL_EXP2_FTZ(dd.x * A2[j]);
+              h[s][j] = fmaf(a[s][j], s > 0 ? h[s - 1][j] : hr[j], bb[s][j] * dd.y);
+              ys[s] = fmaf(cv[s][j], h[s][j], ys[s]);
+            }
+          }
+          float gB[kHalf], dtw[kHalf];
+#pragma unroll
+          for (int s = kHalf - 1; s >= 0; s--) {
+            float vC[kS], vB[kS];
+            gB[s] = dtw[s] = 0.f;
+#pragma unroll
+            for (int j = 0; j < kS; j++) {
+              const float G = fmaf(cv[s][j], dyy[s], qc[j]);  // dL/dh_t, all paths
+              vC[j] = dyy[s] * h[s][j];
+              vB[j] = G * dyu[s];
+              gB[s] = fmaf(G, bb[s][j], gB[s]);
+              qc[j] = a[s][j] * G;
+              const float w = qc[j] * (s > 0 ? h[s - 1][j] : hr[j]);  // dL/d(dt A) at step t
+              dtw[s] = fmaf(A2[j], w, dtw[s]);
+              dA[j] = fmaf(w, dx[s], dA[j]);
+            }
+            st4(&sm.red[s][cc * kNP + q * kS], vC[0], vC[1], vC[2], vC[3]);
+            st4(&sm.red[s][kCB * kNP + cc * kNP + q * kS], vB[0], vB[1], vB[2], vB[3]);
+          }
+          float* pp = &sm.pp[cc][q * kHalf];
+          st4(pp, gB[0], gB[1], gB[2], gB[3]);
+          st4(pp + kQ * kHalf, dtw[0], dtw[1], dtw[2], dtw[3]);
+          st4(pp + 2 * kQ * kHalf, ys[0], ys[1], ys[2], ys[3]);
+          __syncthreads();  // the round's partial sums are in red and pp
+          reduce_round(tt, t0);
+          __syncthreads();  // red and pp are free again; the round's outputs are in sm.d
+        }
+        }
       }
       write_tile(tt);  // the next barrier (before the next stage) keeps sm.d until every pack has left
     }
@@ -424,9 +499,9 @@ __global__ void f32_to_kernel(const float* __restrict__ src, T* __restrict__ dst
   if (i < n) dst[i] = from_f32<T>(src[i]);
 }
 
-template <class T, bool VEC>
+template <class T, bool VEC, bool HOLD>
 void launch_bwd_async(const BwdAsyncParams& p, unsigned grid) {
-  auto kernel = scan_bwd_async_kernel<T, VEC>;
+  auto kernel = scan_bwd_async_kernel<T, VEC, HOLD>;
   // > 48 KB of dynamic shared memory must be asked for (NVIDIA). CUDA: 57.5 KB + the raw tile (bf16/f16 10.5 KB
   // -> 68 KB, 3 blocks per SM of 228 KB; f32 20.5 KB -> 78 KB, 2 blocks). HIP: 57.5 KB (raw tile in red/pp).
   static const bool attr = [&] {
@@ -446,7 +521,7 @@ bool selective_scan_bwd_async_gpu(int variant, const Tensor& dout, const Tensor&
                                   const Tensor& z, const Tensor& delta_bias, bool delta_softplus,
                                   const Tensor& states, Tensor& du, Tensor& ddelta, Tensor& dA, Tensor& dB,
                                   Tensor& dC, Tensor& dD, Tensor& dz, Tensor& ddelta_bias) {
-  if (variant != 2 || A.size(1) > kNP) return false;
+  if ((variant != 2 && variant != 3) || A.size(1) > kNP) return false;
   BwdAsyncParams p;
   p.u = u.data_ptr();
   p.delta = delta.data_ptr();
@@ -487,8 +562,13 @@ bool selective_scan_bwd_async_gpu(int variant, const Tensor& dout, const Tensor&
     // 16-byte copies in and 16-byte stores out: every row of every tensor must start on 16 bytes.
     const bool vec = p.L % gpu::Pack<T>::N == 0 &&
                      scan_seq::all_aligned16({&u, &delta, &Bm, &Cm, &z, &dout, &du, &ddelta, &dz});
-    if (vec) launch_bwd_async<T, true>(p, unsigned(grid));
-    else launch_bwd_async<T, false>(p, unsigned(grid));
+    if (variant == 3) {
+      if (vec) launch_bwd_async<T, true, true>(p, unsigned(grid));
+      else launch_bwd_async<T, false, true>(p, unsigned(grid));
+    } else {
+      if (vec) launch_bwd_async<T, true, false>(p, unsigned(grid));
+      else launch_bwd_async<T, false, false>(p, unsigned(grid));
+    }
     if (!f32) {
       const int64_t n = dB.numel();
       f32_to_kernel<T><<<gpu::ceil_div(n, 256), 256, 0, gpu::stream()>>>(p.dB, dB.data<T>(), n);
