@@ -813,6 +813,15 @@ bool run(Params p, const Tensor& w, const Tensor& x_scale, const Tensor& w_scale
 
 }  // namespace
 
+bool skinny_gemm_has_mma(Device d) {
+#ifdef ANVIL_HAS_MMA16816
+  return mma_enabled() && gpu::device_info(d.index).bf16_compute;
+#else
+  (void)d;
+  return false;
+#endif
+}
+
 void skinny_gemm_gpu(const Tensor& x, const Tensor& x_scale, const Tensor& w, const Tensor& w_scale, float alpha,
                      Tensor& y) {
   Params p{};

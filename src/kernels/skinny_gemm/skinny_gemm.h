@@ -28,9 +28,10 @@ namespace anvil {
 constexpr int64_t kSkinnyMaxRows = 16;
 
 // Rows up to which matmul and the linear layer send 16-bit products y = x @ w^T to this kernel on the GPU.
-// H200, 2026-11-29: at M=1 the skinny kernel reads weights at 61-87% of copy bandwidth against 57% for torch's
-// cuBLAS GEMV (14336x4096); at M=4 it falls to 34-54% and at M=16 to 13-18% (its fp32 FMA path is the limit),
-// so M >= 2 goes to cuBLASLt until the kernel uses MMA. Weight-only FP8 has no vendor path: see linear.cpp.
+// H200, 2026-11-30, 8B projections, µs per call at 4 / 16 rows: the tensor-core path q|k|v 30.2 / 27.4, o 16.7 /
+// 17.3, gate|up 125.0 / 86.5, down 60.1 / 50.2 against cuBLASLt 24.0 / 23.7, 16.5 / 18.1, 62.5 / 64.7, 38.7 / 41.2
+// (the FMA path: 30-306 µs). At one row the skinny kernel wins (61-87% of copy against 44-89%). So 1. FP8
+// weights have no vendor path at these rows: see linear.cpp.
 constexpr int64_t kSkinnyCrossoverRows = 1;
 
 // Front-end: checks every argument, then runs on x's device.
@@ -88,5 +89,7 @@ void skinny_gemm_cpu(const Tensor& x, const Tensor& x_scale, const Tensor& w, co
                      Tensor& y);
 void skinny_gemm_gpu(const Tensor& x, const Tensor& x_scale, const Tensor& w, const Tensor& w_scale, float alpha,
                      Tensor& y);
+// Whether products of 2..16 rows take the tensor-core kernel on GPU d (CUDA sm_80+, ANVIL_SKINNY_MMA not 0).
+bool skinny_gemm_has_mma(Device d);
 
 }  // namespace anvil

@@ -84,13 +84,19 @@ void linear_scale_rows_cpu(const Tensor& acc, const Tensor& row_scale, Tensor& y
     for (int64_t o = 0; o < OC; o++) store_from_f32(y.data_ptr(), y.dtype(), size_t(n * OC + o), a[n * OC + o] * s[n]);
 }
 
-// FP8 rows that take the weight-only skinny kernel. On a GPU with FP8 arithmetic, one: from a few rows up the
-// skinny kernel is bound by its fp32 FMAs and the e4m3 decode (Llama-3.1-8B shape, batch 8: 11.2 ms/step on the
-// H200 against 4.76 ms for bf16 weights through cuBLASLt), so more rows are quantised per token and take the
+// FP8 rows that take the weight-only skinny kernel. Where it has its tensor-core path (CUDA sm_80+), all 16:
+// H200, 8B projections, µs per call at 4 / 16 rows (op harness, 2026-11-30): q|k|v 19.0 / 20.9, o 14.5 / 15.5,
+// gate|up 49.3 / 56.9, down 31.4 / 34.1 — below bf16 through cuBLASLt (24.0 / 23.7, 16.5 / 18.1, 62.5 / 64.7,
+// 38.7 / 41.2), which the per-token quantisation + FP8 cuBLASLt path did not reach (batch 8: 5.49 ms/step
+// against 4.73 for bf16). Without it, on a GPU with FP8 arithmetic, one: the FMA kernel is bound by its fp32
+// FMAs from a few rows up (at 16 rows 84-277 µs per call), so more rows are quantised per token and take the
 // vendor FP8 GEMM. Without FP8 arithmetic (A100, MI250) matmul_fp8 would dequantise in the tiled kernel: the
 // skinny kernel stays the better one up to its 16 rows.
 static int64_t fp8_skinny_rows(Device d) {
   if (!d.is_gpu()) return kSkinnyMaxRows;
+#ifdef ANVIL_HAS_GPU
+  if (skinny_gemm_has_mma(d)) return kSkinnyMaxRows;
+#endif
   return backend(d).info().fp8_compute ? 1 : kSkinnyMaxRows;
 }
 
