@@ -17,9 +17,9 @@ bool selective_scan_fwd_seq_gpu(int variant, const Tensor& u, const Tensor& delt
                                 const Tensor& delta_bias, bool delta_softplus, Tensor& out, Tensor& states);
 
 // ANVIL_SCAN_BWD_VARIANT, read once per process: 0 the warp-per-channel backward of selective_scan.cu,
-// 1 the sequential backward (selective_scan_bwd_seq.cu), 2 (default) the same schedule with cp.async staging and
-// 16-byte output packs (selective_scan_bwd_async.cu), 3 the same kernel with per-round recompute and the adjoint's
-// inputs held in registers (no shared loads in the adjoint); 1-3 take N <= 16, other N fall back to 0.
+// 1 the sequential backward (selective_scan_bwd_seq.cu), 2 the same schedule with cp.async staging and 16-byte
+// output packs (selective_scan_bwd_async.cu), 3 (default) the same kernel with per-round recompute and the
+// adjoint's inputs held in registers (no shared loads in the adjoint); 1-3 take N <= 16, other N fall back to 0.
 int selective_scan_bwd_variant();
 // Returns false, doing nothing, when `variant` does not name one of its configurations or N > 16.
 bool selective_scan_bwd_seq_gpu(int variant, const Tensor& dout, const Tensor& u, const Tensor& delta,

@@ -358,7 +358,8 @@ void launch_bwd_seq(const BwdSeqParams& p, unsigned grid) {
 int selective_scan_bwd_variant() {
   static const int v = [] {
     const char* e = std::getenv("ANVIL_SCAN_BWD_VARIANT");
-    return e && *e ? std::atoi(e) : 2;  // 2: fwd+bwd 2.24 ms against 2.79 (0) and 3.22 (1), H200 2026-11-30
+    // 3: fwd+bwd 2.19 ms against 2.25 (2), 2.79 (0) and 3.22 (1) on the H200, 2026-11-30.
+    return e && *e ? std::atoi(e) : 3;
   }();
   return v;
 }
