@@ -16,17 +16,11 @@ bool selective_scan_fwd_seq_gpu(int variant, const Tensor& u, const Tensor& delt
                                 const Tensor& Bm, const Tensor& Cm, const Tensor& D_skip, const Tensor& z,
                                 const Tensor& delta_bias, bool delta_softplus, Tensor& out, Tensor& states);
 
-// ANVIL_SCAN_BWD_VARIANT, read once per process: 0 the warp-per-channel backward of selective_scan.cu,
-// 1 the sequential backward (selective_scan_bwd_seq.cu), 2 the same schedule with cp.async staging and 16-byte
-// output packs (selective_scan_bwd_async.cu), 3 (default) the same kernel with per-round recompute and the
-// adjoint's inputs held in registers (no shared loads in the adjoint); 1-3 take N <= 16, other N fall back to 0.
+// ANVIL_SCAN_BWD_VARIANT, read once per process: 0 the warp-per-channel backward (selective_scan_bwd_warp.cu),
+// 2 the sequential schedule with cp.async staging and 16-byte output packs (selective_scan_bwd_async.cu), 3 (default)
+// the same kernel with per-round recompute and the adjoint's inputs held in registers. 2 and 3 take N <= 16;
+// other N, and other values (1 was the first sequential kernel, removed), run 0.
 int selective_scan_bwd_variant();
-// Returns false, doing nothing, when `variant` does not name one of its configurations or N > 16.
-bool selective_scan_bwd_seq_gpu(int variant, const Tensor& dout, const Tensor& u, const Tensor& delta,
-                                const Tensor& A, const Tensor& Bm, const Tensor& Cm, const Tensor& D_skip,
-                                const Tensor& z, const Tensor& delta_bias, bool delta_softplus, const Tensor& states,
-                                Tensor& du, Tensor& ddelta, Tensor& dA, Tensor& dB, Tensor& dC, Tensor& dD,
-                                Tensor& dz, Tensor& ddelta_bias);
 
 // Returns false, doing nothing, when `variant` is not 2 or 3, or N > 16.
 bool selective_scan_bwd_async_gpu(int variant, const Tensor& dout, const Tensor& u, const Tensor& delta,

@@ -1,5 +1,5 @@
 // Device helpers shared by the sequential selective-scan kernels (selective_scan_fwd_seq.cu,
-// selective_scan_bwd_seq.cu): per-(channel, step) nonlinearities and guarded 16-byte pack loads.
+// selective_scan_bwd_async.cu): per-(channel, step) nonlinearities and guarded 16-byte pack loads.
 #pragma once
 #include <initializer_list>
 

@@ -1,8 +1,21 @@
-// GPU selective-scan backward, "async" variant (ANVIL_SCAN_BWD_VARIANT=2): the schedule of the sequential
-// backward (selective_scan_bwd_seq.cu, variant 1, whose header explains phases 1-2, sub-tiles and reduction
-// rounds) with its memory traffic rebuilt after the H200 profile of variant 1 (Nsight Compute, bf16 B=4 D=5120
-// N=16 L=2048: 2.74 ms, 855 M warp instructions but 7.7 cycles per issued instruction, 0.43 eligible warps per
-// scheduler, 34% of stalls on L1TEX). What changes, and which profile line it answers:
+// GPU selective-scan backward, sequential schedule (ANVIL_SCAN_BWD_VARIANT=2, and 3 = the default, below): the
+// mirror of selective_scan_fwd_seq.cu. A block is 32 channels of one (batch, group), a thread one (channel,
+// 4 states), walking time backwards; no scans across lanes.
+//
+// The adjoint runs backwards and needs h_{t-1} at every step, which only a forward pass gives (dividing by a_t
+// would amplify rounding by 1/a). So, per 512-step chunk c, from last to first:
+//   phase 1: forward over the chunk from states[c-1], writing h at each 32-step tile start into a per-block
+//            scratch (20 MB at the target shape: 640 blocks x 16 tiles x 128 threads x 16 B, mostly L2);
+//   phase 2: tiles from last to first; per tile, forward over its first 24 steps from the tile's checkpoint,
+//            keeping h every 8 steps in shared memory, then 8-step sub-tiles from last to first: recompute the
+//            sub-tile with a and h in registers (8 x 4 each), then the adjoint over its 8 steps.
+// Every 4 steps the same 128 threads turn into reducers: thread (s, n, dB|dC) sums 32 channels, thread
+// (channel, s) finishes du, ddelta, dz of one step.
+//
+// Its first version (variant 1, removed: 2.74 ms at bf16 B=4 D=5120 N=16 L=2048 against 2.35 ms for the warp
+// kernel) was profiled on the H200 (Nsight Compute: 855 M warp instructions but 7.7 cycles per issued
+// instruction, 0.43 eligible warps per scheduler, 34% of stalls on L1TEX). What this file changes, and which
+// profile line it answers:
 //   1. The next tile is copied global -> shared with cp.async (anvil_cp_async16) into a raw tile in the I/O
 //      dtype, instead of being held in registers across the compute: variant 1 spilled those packs (116 B per
 //      thread, 9.8 M local-memory requests using 1 of 32 bytes per sector). HIP: plain copies (vendor/hip.h).
@@ -17,7 +30,7 @@
 //   4. The tile checkpoint (global, written by phase 1) is loaded before the staging barrier, so its L2 latency
 //      hides under the staging instead of stalling the tile forward; the next chunk's first tile is in flight
 //      during the previous chunk's last tile.
-// Same arithmetic as variant 1 otherwise (the adjoint per (step, state): G = C dy + q, dC <- dy h, dB <- G dt u,
+// The arithmetic (the adjoint per (step, state): G = C dy + q, dC <- dy h, dB <- G dt u,
 // gB += G B, q = a G, w = q h_{t-1}, dtw += A w, dA += w dt; dB/dC summed over the block's 32 channels in shared
 // memory, then one f32 atomic per (block, step, state)). docs/mamba_kernels.md has the counts and the prediction.
 // Variant 3 (template HOLD, ANVIL_SCAN_BWD_VARIANT=3): per 4-step round only that round is recomputed (the second
@@ -515,6 +528,15 @@ void launch_bwd_async(const BwdAsyncParams& p, unsigned grid) {
 }
 
 }  // namespace
+
+int selective_scan_bwd_variant() {
+  static const int v = [] {
+    const char* e = std::getenv("ANVIL_SCAN_BWD_VARIANT");
+    // 3: fwd+bwd 2.19 ms against 2.25 (2), 2.79 (0) and 3.22 (the removed 1) on the H200, 2026-11-30.
+    return e && *e ? std::atoi(e) : 3;
+  }();
+  return v;
+}
 
 bool selective_scan_bwd_async_gpu(int variant, const Tensor& dout, const Tensor& u, const Tensor& delta,
                                   const Tensor& A, const Tensor& Bm, const Tensor& Cm, const Tensor& D_skip,

@@ -187,9 +187,7 @@ void selective_scan_bwd_gpu(const Tensor& dout, const Tensor& u, const Tensor& d
                             Tensor& ddelta, Tensor& dA, Tensor& dB, Tensor& dC, Tensor& dD, Tensor& dz,
                             Tensor& ddelta_bias) {
   const int variant = selective_scan_bwd_variant();
-  if (selective_scan_bwd_seq_gpu(variant, dout, u, delta, A, Bm, Cm, D_skip, z, delta_bias, delta_softplus, states,
-                                 du, ddelta, dA, dB, dC, dD, dz, ddelta_bias) ||
-      selective_scan_bwd_async_gpu(variant, dout, u, delta, A, Bm, Cm, D_skip, z, delta_bias, delta_softplus, states,
+  if (selective_scan_bwd_async_gpu(variant, dout, u, delta, A, Bm, Cm, D_skip, z, delta_bias, delta_softplus, states,
                                    du, ddelta, dA, dB, dC, dD, dz, ddelta_bias))
     return;
   ScanBwdParams p;
