@@ -92,23 +92,6 @@ __device__ __forceinline__ void decode_quad(const uint32_t (&r)[4], int q, float
   }
 }
 
-// One pack (16 bytes) of a weight row from byte `p`: a 16-byte load when VEC (row and K aligned), else byte by
-// byte with the bytes past `nbytes` zero (K tails, misaligned rows).
-template <bool VEC>
-__device__ __forceinline__ void load_pack(const uint8_t* p, int nbytes, uint32_t (&r)[4]) {
-  if constexpr (VEC) {
-    const auto v = gpu::load_pack(reinterpret_cast<const uint32_t*>(p));
-#pragma unroll
-    for (int i = 0; i < 4; i++) r[i] = v.v[i];
-  } else {
-#pragma unroll
-    for (int i = 0; i < 4; i++) r[i] = 0;
-#pragma unroll
-    for (int i = 0; i < 16; i++)
-      if (i < nbytes) r[i / 4] |= uint32_t(p[i]) << (8 * (i % 4));
-  }
-}
-
 // The NC weight rows of a warp: row c starts at w0 + c * row_bytes; rows at or past `ncols` are not read.
 // (One base pointer, not NC: 6 fewer registers, which removed small spills at MB=4/8 with fp8 on sm_90.)
 struct Rows {

@@ -45,6 +45,23 @@ struct Params {
 };
 constexpr int kProPlain = 0, kProNorm = 1, kProSwiglu = 2;
 
+// One pack (16 bytes) of a weight row from byte `p`: a 16-byte load when VEC (row and K aligned), else byte by
+// byte with the bytes past `nbytes` zero (K tails, misaligned rows).
+template <bool VEC>
+__device__ __forceinline__ void load_pack(const uint8_t* p, int nbytes, uint32_t (&r)[4]) {
+  if constexpr (VEC) {
+    const auto v = gpu::load_pack(reinterpret_cast<const uint32_t*>(p));
+#pragma unroll
+    for (int i = 0; i < 4; i++) r[i] = v.v[i];
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; i++) r[i] = 0;
+#pragma unroll
+    for (int i = 0; i < 16; i++)
+      if (i < nbytes) r[i / 4] |= uint32_t(p[i]) << (8 * (i % 4));
+  }
+}
+
 // alpha * x_scale * w_scale[n]: applied once to the f32 sum.
 __device__ __forceinline__ float out_scale(const Params& p, int n) {
   float s = p.alpha;
