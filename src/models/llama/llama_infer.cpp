@@ -31,9 +31,9 @@ namespace {
 
 // The activations of one step of N = B*T rows.
 struct LlamaModel::StepBuffers {
-  Tensor h, h2, n, rstd, branch;  // (N, C) residual stream and its second buffer, normed, (N) f32, (N, C) branch
+  Tensor h, h2, branch;       // (N, C) residual stream and its second buffer, (N, C) the branch added next
   Tensor qkv, q, att, lse;    // (B, T, QD + 2 KVD), (B, T, NH, HD), (B, T, NH, HD), (B, NH, T) f32
-  Tensor gu, act;             // (N, 2H), (N, H)
+  Tensor gu;                  // (N, 2H) gate and up
   Tensor nf, rf, logits;      // (B, C), (B) f32, (B, V) f32
 };
 
@@ -46,10 +46,10 @@ StepBuffers make_buffers(const LlamaConfig& c, int64_t B, int64_t T, DType dt, D
   const int64_t NKV = c.num_key_value_heads, H = c.intermediate_size;
   auto E = [&](const Shape& s, DType d) { return Tensor::empty(s, d, dev); };
   StepBuffers b;
-  b.h = E({N, C}, dt), b.h2 = E({N, C}, dt), b.n = E({N, C}, dt), b.rstd = E({N}, DType::f32), b.branch = E({N, C}, dt);
+  b.h = E({N, C}, dt), b.h2 = E({N, C}, dt), b.branch = E({N, C}, dt);
   b.qkv = E({B, T, (NH + 2 * NKV) * HD}, dt), b.q = E({B, T, NH, HD}, dt), b.att = E({B, T, NH, HD}, dt);
   b.lse = E({B, NH, T}, DType::f32);
-  b.gu = E({N, 2 * H}, dt), b.act = E({N, H}, dt);
+  b.gu = E({N, 2 * H}, dt);  // the norms' and SwiGLU's outputs are linear_fwd_fused's (see linear.h)
   b.nf = E({B, C}, dt), b.rf = E({B}, DType::f32), b.logits = E({B, c.vocab_size}, DType::f32);
   return b;
 }
