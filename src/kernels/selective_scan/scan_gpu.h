@@ -22,6 +22,14 @@ bool selective_scan_fwd_seq_gpu(int variant, const Tensor& u, const Tensor& delt
 // other N, and other values (1 was the first sequential kernel, removed), run 0.
 int selective_scan_bwd_variant();
 
+// dB and dC sum over the D/G channels of a group by f32 atomics: the accumulators are dB/dC themselves when they
+// are f32, else zeroed f32 temporaries that finish() rounds once into them. Shared by the backward kernels.
+struct ScanGradAccum {
+  Tensor dB, dC;  // f32, zeroed
+  ScanGradAccum(const Tensor& dB_out, const Tensor& dC_out);
+  void finish(Tensor& dB_out, Tensor& dC_out) const;  // no-op when the outputs are f32
+};
+
 // Returns false, doing nothing, when `variant` is not 2 or 3, or N > 16.
 bool selective_scan_bwd_async_gpu(int variant, const Tensor& dout, const Tensor& u, const Tensor& delta,
                                   const Tensor& A, const Tensor& Bm, const Tensor& Cm, const Tensor& D_skip,

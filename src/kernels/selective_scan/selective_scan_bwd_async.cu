@@ -506,12 +506,6 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
   if (valid && p.ddelta_bias) atomicAdd(p.ddelta_bias + d, ddb_acc);
 }
 
-template <class T>
-__global__ void f32_to_kernel(const float* __restrict__ src, T* __restrict__ dst, int64_t n) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) dst[i] = from_f32<T>(src[i]);
-}
-
 template <class T, bool VEC, bool HOLD>
 void launch_bwd_async(const BwdAsyncParams& p, unsigned grid) {
   auto kernel = scan_bwd_async_kernel<T, VEC, HOLD>;
@@ -571,13 +565,9 @@ bool selective_scan_bwd_async_gpu(int variant, const Tensor& dout, const Tensor&
   p.chunks = int(selective_scan_chunks(p.L));
   p.softplus = delta_softplus;
   const int64_t grid = u.size(0) * p.G * p.blocks_per_group;
-  const bool f32 = dB.dtype() == DType::f32;
-  Tensor dB32 = f32 ? dB : Tensor::empty(dB.shape(), DType::f32, dB.device());
-  Tensor dC32 = f32 ? dC : Tensor::empty(dC.shape(), DType::f32, dC.device());
-  dB32.zero_();
-  dC32.zero_();
-  p.dB = dB32.data<float>();
-  p.dC = dC32.data<float>();
+  const ScanGradAccum acc(dB, dC);
+  p.dB = acc.dB.data<float>();
+  p.dC = acc.dC.data<float>();
   Tensor ck = Tensor::empty({grid * kTiles * kThreads * 4}, DType::f32, u.device());
   p.ck = reinterpret_cast<float4*>(ck.data<float>());
   ANVIL_DISPATCH_FLOAT(u.dtype(), T, {
@@ -591,14 +581,8 @@ bool selective_scan_bwd_async_gpu(int variant, const Tensor& dout, const Tensor&
       if (vec) launch_bwd_async<T, true, false>(p, unsigned(grid));
       else launch_bwd_async<T, false, false>(p, unsigned(grid));
     }
-    if (!f32) {
-      const int64_t n = dB.numel();
-      f32_to_kernel<T><<<gpu::ceil_div(n, 256), 256, 0, gpu::stream()>>>(p.dB, dB.data<T>(), n);
-      ANVIL_LAUNCH_CHECK();
-      f32_to_kernel<T><<<gpu::ceil_div(n, 256), 256, 0, gpu::stream()>>>(p.dC, dC.data<T>(), n);
-      ANVIL_LAUNCH_CHECK();
-    }
   });
+  acc.finish(dB, dC);
   return true;
 }
 

@@ -2,6 +2,7 @@
 // to first, each recomputing its forward from the saved state of the chunk before, then the adjoint scanned
 // backwards (selective_scan.cu's head comment and docs/mamba_kernels.md explain the plan).
 #include "backends/gpu/common.cuh"
+#include "kernels/elementwise/elementwise.h"
 #include "kernels/selective_scan/scan_gpu.h"
 #include "kernels/selective_scan/scan_warp.cuh"
 
@@ -174,11 +175,6 @@ __global__ void __launch_bounds__(kThreads) scan_bwd_kernel(ScanBwdParams p) {
   }
 }
 
-template <class T>
-__global__ void f32_to_kernel(const float* __restrict__ src, T* __restrict__ dst, int64_t n) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) dst[i] = from_f32<T>(src[i]);
-}
 }  // namespace
 
 void selective_scan_bwd_gpu(const Tensor& dout, const Tensor& u, const Tensor& delta, const Tensor& A,
@@ -200,28 +196,30 @@ void selective_scan_bwd_gpu(const Tensor& dout, const Tensor& u, const Tensor& d
   p.dA = dA.data<float>();
   p.dD = opt_mut<float>(dD);
   p.ddelta_bias = opt_mut<float>(ddelta_bias);
-  // dB/dC sum over the D/G channels of a group: f32 accumulators (dB/dC themselves when they are f32).
-  const bool f32 = dB.dtype() == DType::f32;
-  Tensor dB32 = f32 ? dB : Tensor::empty(dB.shape(), DType::f32, dB.device());
-  Tensor dC32 = f32 ? dC : Tensor::empty(dC.shape(), DType::f32, dC.device());
-  dB32.zero_();
-  dC32.zero_();
-  p.dB = dB32.data<float>();
-  p.dC = dC32.data<float>();
+  const ScanGradAccum acc(dB, dC);
+  p.dB = acc.dB.data<float>();
+  p.dC = acc.dC.data<float>();
   const unsigned grid = unsigned(u.size(0) * p.G * p.blocks_per_group);
   ANVIL_DISPATCH_FLOAT(u.dtype(), T, {
     const bool vec = vec_ok<T>(p.L, {&u, &delta, &Bm, &Cm, &z, &dout, &du, &ddelta, &dz});
     auto kernel = vec ? scan_bwd_kernel<T, true> : scan_bwd_kernel<T, false>;
     kernel<<<grid, kThreads, 0, gpu::stream()>>>(p);
     ANVIL_LAUNCH_CHECK();
-    if (!f32) {
-      const int64_t n = dB.numel();
-      f32_to_kernel<T><<<gpu::ceil_div(n, 256), 256, 0, gpu::stream()>>>(p.dB, dB.data<T>(), n);
-      ANVIL_LAUNCH_CHECK();
-      f32_to_kernel<T><<<gpu::ceil_div(n, 256), 256, 0, gpu::stream()>>>(p.dC, dC.data<T>(), n);
-      ANVIL_LAUNCH_CHECK();
-    }
   });
+  acc.finish(dB, dC);
+}
+
+ScanGradAccum::ScanGradAccum(const Tensor& dB_out, const Tensor& dC_out)
+    : dB(dB_out.dtype() == DType::f32 ? dB_out : Tensor::empty(dB_out.shape(), DType::f32, dB_out.device())),
+      dC(dC_out.dtype() == DType::f32 ? dC_out : Tensor::empty(dC_out.shape(), DType::f32, dC_out.device())) {
+  dB.zero_();
+  dC.zero_();
+}
+
+void ScanGradAccum::finish(Tensor& dB_out, Tensor& dC_out) const {
+  if (dB_out.dtype() == DType::f32) return;
+  cast(dB, dB_out);
+  cast(dC, dC_out);
 }
 
 }  // namespace anvil
