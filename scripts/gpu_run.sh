@@ -11,6 +11,7 @@
 #   decodeprof  one decode step split by kernel (ncu, one kernel at a time) -> decode_profile.md
 #   skprof   ncu sections of the skinny GEMM at one row
 #   scanprof ncu sections of the selective_scan backward kernels
+#   trainprof  one Mamba-130m training step split by kernel (ncu) -> train_profile.md
 #   decodesweep  batch-1 decode under several environments (SWEEP, see the step)
 # Logs go to $OUT (or ./gpu-logs); a short table is printed last.
 set -uo pipefail
@@ -135,6 +136,18 @@ for step in "$@"; do
         > "$out/decode_profile.md" 2>&1
       cat "$out/decode_profile.md"
       summary+=("decodeprof: $(grep -h PROFILE "$out/decode_profile.md") graph step ${step_ms} ms") ;;
+    trainprof)  # one Mamba-130m training step (batch 16, seq 2048) split by kernel (ncu) -> train_profile.md
+      ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
+      if [ -z "$ncu" ]; then summary+=("trainprof: no ncu on this machine"); continue; fi
+      model=${TRAINPROF_MODEL:-mamba-130m}; batch=${TRAINPROF_BATCH:-16}
+      step_ms=$("$bin/anvil" bench train --model "$model" --batch "$batch" --seq 2048 --steps 5 --warmup 2 \
+                | tee "$out/trainprof_bench.txt" | sed -n 's/^RESULT.* ms_step=\([0-9.]*\).*/\1/p')
+      "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
+        "$bin/anvil" bench train --model "$model" --batch "$batch" --seq 2048 --steps 1 --warmup 0 \
+        > "$out/trainprof.csv" 2> "$out/trainprof_err.txt"
+      python3 "$here/tools/train_profile.py" "$out/trainprof.csv" --steps 1 --step-ms "${step_ms:-0}" > "$out/train_profile.md" 2>&1
+      head -n 25 "$out/train_profile.md"
+      summary+=("trainprof $model b$batch: $(head -n 1 "$out/train_profile.md")") ;;
     skprof)  # Nsight Compute on the skinny GEMM at one row (o and down shapes, bf16 and e4m3)
       ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
       if [ -z "$ncu" ]; then summary+=("skprof: no ncu on this machine"); continue; fi
@@ -145,7 +158,7 @@ for step in "$@"; do
           "$bin/anvil_op_tests" --backend gpu --mode perf --op skinny_gemm --filter "$f" > "$out/skprof_$tag.txt" 2>&1
         summary+=("skprof $f: $(grep -E 'Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per' "$out/skprof_$tag.txt" | tr -s ' ' | tr '\n' ';')")
       done ;;
-    *) echo "gpu_run.sh: unknown step '$step' (expected info, ops, grad, perf, unit, decode, decodesweep, scanprof, ssm, train, trainparity, graph, prof, decodeprof, skprof)" >&2; exit 2 ;;
+    *) echo "gpu_run.sh: unknown step '$step' (expected info, ops, grad, perf, unit, decode, decodesweep, scanprof, ssm, train, trainparity, graph, prof, decodeprof, skprof, trainprof)" >&2; exit 2 ;;
   esac
 done
 echo "==== summary ===="
