@@ -53,6 +53,57 @@ void add_matmul_cases(std::vector<OpCase>& out) {
       }
 }
 
+// Batched products: c[i] = alpha op(a[i]) op(b[i]) + beta c[i], a or b shared (batch 1) or per product; and
+// the batch sum c = alpha sum_i op(a[i]) op(b[i]) + beta c (the weight gradient of a batched product).
+struct Bmnk { int64_t B, M, N, K; };
+std::vector<Check> run_batched(const Ctx& ctx, DType dt, DType ct, Bmnk s, bool ta, bool tb, int shared, bool sum,
+                               float alpha, float beta) {
+  const int64_t Ba = shared == 1 ? 1 : s.B, Bb = shared == 2 ? 1 : s.B, Bc = sum ? 1 : s.B;
+  const Shape sa = ta ? Shape{Ba, s.K, s.M} : Shape{Ba, s.M, s.K}, sb = tb ? Shape{Bb, s.N, s.K} : Shape{Bb, s.K, s.N};
+  auto a = rand_normal(size_t(Ba * s.M * s.K), ctx.seed, 1, 1.f, dt);
+  auto b = rand_normal(size_t(Bb * s.K * s.N), ctx.seed, 2, 1.f, dt);
+  auto c0 = rand_normal(size_t(Bc * s.M * s.N), ctx.seed, 3, 1.f, ct);
+  Tensor ta_ = make(a, sa, dt, ctx.device), tb_ = make(b, sb, dt, ctx.device);
+  Tensor tc = sum ? make(c0, {s.M, s.N}, ct, ctx.device) : make(c0, {s.B, s.M, s.N}, ct, ctx.device);
+  if (sum)
+    matmul_batch_sum(ta_, tb_, tc, ta, tb, alpha, beta);
+  else
+    matmul_batched(ta_, tb_, tc, ta, tb, alpha, beta);
+  const std::vector<double> ad = to_double(a), bd = to_double(b);
+  std::vector<double> rc = to_double(c0);
+  for (int64_t i = 0; i < s.B; i++) {
+    const double* ai = ad.data() + (Ba == 1 ? 0 : i) * s.M * s.K;
+    const double* bi = bd.data() + (Bb == 1 ? 0 : i) * s.K * s.N;
+    double* ci = rc.data() + (sum ? 0 : i) * s.M * s.N;
+    matmul_ref(ai, bi, ci, s.M, s.N, s.K, ta, tb, alpha, sum && i > 0 ? 1.0 : beta);
+  }
+  return {compare("c", tc, rc, derived_tol(ct, double(s.K) * (sum ? double(s.B) : 1.0), 2))};
+}
+
+void add_batched_cases(std::vector<OpCase>& out) {
+  const char* shared_name[] = {"", ",a shared", ",b shared"};
+  for (DType dt : {DType::f32, DType::bf16})
+    for (Bmnk s : {Bmnk{3, 33, 65, 17}, Bmnk{2, 128, 96, 200}, Bmnk{5, 1, 7, 13}})
+      for (int t = 0; t < 4; t++)
+        for (int shared = 0; shared < 3; shared++) {
+          const bool ta = t & 2, tb = t & 1;
+          const std::string dims = str("B=", s.B, ",M=", s.M, ",N=", s.N, ",K=", s.K, ",", trans_name(ta, tb));
+          const float alpha = shared == 1 ? 0.5f : 1.f, beta = shared == 1 ? 2.f : 0.f;
+          OpCase c{"matmul", str("matmul_batched(", dtype_name(dt), ",", dims, shared_name[shared],
+                                 beta != 0 ? ",alpha=0.5,beta=2" : "", ")")};
+          c.test = [=](const Ctx& ctx) { return run_batched(ctx, dt, dt, s, ta, tb, shared, false, alpha, beta); };
+          out.push_back(c);
+          if (shared) continue;
+          // The sum into f32 with beta = 1 (gradient accumulation), and into the input dtype with beta = 0.
+          OpCase g{"matmul", str("matmul_batch_sum(", dtype_name(dt), "->f32,", dims, ",beta=1)")};
+          g.test = [=](const Ctx& ctx) { return run_batched(ctx, dt, DType::f32, s, ta, tb, 0, true, 1.f, 1.f); };
+          out.push_back(g);
+          OpCase h{"matmul", str("matmul_batch_sum(", dtype_name(dt), ",", dims, ",alpha=0.5)")};
+          h.test = [=](const Ctx& ctx) { return run_batched(ctx, dt, dt, s, ta, tb, 0, true, 0.5f, 0.f); };
+          out.push_back(h);
+        }
+}
+
 // Linear layer: x (B, T, C), w (OC, C), bias (OC); y in x's dtype or f32 (logits).
 struct Lin { int64_t B, T, C, OC; };
 void add_linear_cases(std::vector<OpCase>& out) {
@@ -196,6 +247,27 @@ void add_error_case(std::vector<OpCase>& out) {
       Tensor sa = T({1}, DType::f32), sw = T({1}, DType::f32);
       matmul_fp8(a8, sa, w8, sw, o);
     }, "out of dtype"));
+    r.push_back(expect_error("batched a batch", [&] {
+      Tensor a3 = T({2, 4, 8}, DType::bf16), b3 = T({3, 8, 5}, DType::bf16), c3 = T({3, 4, 5}, DType::bf16);
+      matmul_batched(a3, b3, c3, false, false);
+    }, "a with a batch of 3"));
+    r.push_back(expect_error("batched c shape", [&] {
+      Tensor a3 = T({1, 4, 8}, DType::bf16), b3 = T({3, 8, 5}, DType::bf16), c3 = T({3, 5, 4}, DType::bf16);
+      matmul_batched(a3, b3, c3, false, false);
+    }, "c of shape [3,4,5]"));
+    r.push_back(expect_error("batched 2-D a", [&] {
+      Tensor b3 = T({3, 8, 5}, DType::bf16), c3 = T({3, 4, 5}, DType::bf16);
+      matmul_batched(a, b3, c3, false, false);
+    }, "3 dimensions"));
+    r.push_back(expect_error("batch sum b batch", [&] {
+      Tensor a3 = T({3, 4, 8}, DType::bf16), b3 = T({1, 8, 5}, DType::bf16), c2 = T({4, 5}, DType::f32);
+      matmul_batch_sum(a3, b3, c2, false, false);
+    }, "b with a's batch of 3"));
+    r.push_back(expect_error("batch sum c aliases a", [&] {
+      Tensor a3 = T({2, 8, 8}, DType::f32), b3 = T({2, 8, 8}, DType::f32);
+      Tensor c2 = a3.select(0, 1);
+      matmul_batch_sum(a3, b3, c2, false, false);
+    }, "overlap"));
     if (ctx.device.is_gpu())
       r.push_back(expect_error("device mismatch", [&] {
         Tensor bc = Tensor::zeros({8, 5}, DType::bf16, Device::cpu());
@@ -225,6 +297,34 @@ void add_perf_cases(std::vector<OpCase>& out) {
     out.push_back(c);
   };
   perf_case("matmul_perf(bf16,M=8192,N=8192,K=8192,NT)", 8192, 8192, 8192, false);
+  // Mamba-130m at batch 16 x 2048 (D 1536, C 768, 80 = dt rank 48 + 2 x 16 states), channel-major activations:
+  // in_proj's x half, x_proj, and in_proj's weight gradient, each in one call.
+  struct BP { const char* name; int64_t B, M, N, K; bool ta, tb; int shared; bool sum; };
+  for (BP q : {BP{"mamba130m_in_proj_x", 16, 1536, 2048, 768, false, true, 1, false},
+               BP{"mamba130m_x_proj", 16, 80, 2048, 1536, false, false, 1, false},
+               BP{"mamba130m_in_proj_dw", 16, 1536, 768, 2048, false, false, 0, true}}) {
+    OpCase c{"matmul", str(q.sum ? "matmul_batch_sum_perf(bf16," : "matmul_batched_perf(bf16,", q.name, ",B=", q.B,
+                           ",M=", q.M, ",N=", q.N, ",K=", q.K, ")")};
+    c.perf = [=](const Ctx& ctx) {
+      const DType dt = DType::bf16;
+      const int64_t Ba = q.shared == 1 ? 1 : q.B;
+      const Shape sa = q.ta ? Shape{Ba, q.K, q.M} : Shape{Ba, q.M, q.K};
+      const Shape sb = q.tb ? Shape{q.B, q.N, q.K} : Shape{q.B, q.K, q.N};
+      Tensor a = make(rand_normal(size_t(Ba * q.M * q.K), ctx.seed, 1, 1.f, dt), sa, dt, ctx.device);
+      Tensor b = make(rand_normal(size_t(q.B * q.K * q.N), ctx.seed, 2, 1.f, dt), sb, dt, ctx.device);
+      Tensor y = q.sum ? Tensor::zeros({q.M, q.N}, DType::f32, ctx.device)
+                       : Tensor::empty({q.B, q.M, q.N}, dt, ctx.device);
+      PerfResult r;
+      if (q.sum)
+        r.us = time_us(ctx, [&] { matmul_batch_sum(a, b, y, q.ta, q.tb, 1.f, 1.f); });
+      else
+        r.us = time_us(ctx, [&] { matmul_batched(a, b, y, q.ta, q.tb); });
+      r.flops = 2.0 * double(q.B) * double(q.M) * double(q.N) * double(q.K);
+      r.bytes = double(a.nbytes() + b.nbytes() + y.nbytes());
+      return r;
+    };
+    out.push_back(c);
+  }
   struct NK { int64_t N, K; const char* name; };
   for (NK nk : {NK{4096, 4096, "o"}, NK{6144, 4096, "qkv"}, NK{28672, 4096, "gate_up"}, NK{4096, 14336, "down"}})
     for (int64_t M : {1, 4, 16})
@@ -235,6 +335,7 @@ void add_perf_cases(std::vector<OpCase>& out) {
 std::vector<OpCase> cases() {
   std::vector<OpCase> out;
   add_matmul_cases(out);
+  add_batched_cases(out);
   add_linear_cases(out);
   add_error_case(out);
   add_perf_cases(out);

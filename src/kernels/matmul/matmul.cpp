@@ -1,5 +1,7 @@
 // matmul front-ends: argument checks (shapes, dtypes, contiguity, devices, aliasing) and backend dispatch.
+#include <algorithm>
 #include <climits>
+#include <utility>
 
 #include "kernels/matmul/matmul.h"
 
@@ -38,26 +40,119 @@ Shape with_last(Shape s, int64_t last) {
   return s;
 }
 
+// The product's (M, N, K) from the last two dimensions of a and b, checked to agree on K.
+struct GemmDims {
+  int64_t M, N, K;
+};
+GemmDims gemm_dims(const char* op, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  const int64_t r = a.dim() - 2;
+  const int64_t M = trans_a ? a.size(r + 1) : a.size(r), Ka = trans_a ? a.size(r) : a.size(r + 1);
+  const int64_t N = trans_b ? b.size(r) : b.size(r + 1), Kb = trans_b ? b.size(r + 1) : b.size(r);
+  ANVIL_CHECK(Ka == Kb, op,
+              str("op(a) (M, K) and op(b) (K, N) to agree on K (trans_a=", trans_a, ", trans_b=", trans_b, ")"),
+              str("K=", Ka, " from a ", a.describe(), ", K=", Kb, " from b ", b.describe()));
+  return {M, N, Ka};
+}
+
+// Operand and output checks shared by the three products: dims, contiguity, devices, dtypes, sizes.
+void check_operands(const char* op, const Tensor& a, const Tensor& b, const Tensor& c, int64_t dims, int64_t c_dims) {
+  check_defined(op, "a", a);
+  check_dim(op, "a", a, dims);
+  check_dim(op, "b", b, dims);
+  check_dim(op, "c", c, c_dims);
+  for (const auto& [t, name] : {std::pair<const Tensor*, const char*>{&a, "a"}, {&b, "b"}, {&c, "c"}}) {
+    check_contiguous(op, name, *t);
+    check_same_device(op, a, "a", *t, name);
+    for (int64_t d = 0; d < t->dim(); d++)  // OpenBLAS and the GPU launchers take 32-bit sizes
+      ANVIL_CHECK(t->size(d) <= INT_MAX, op, str(name, " with sizes below 2^31"), t->describe());
+  }
+  check_dtype_in(op, "a", a, {DType::f32, DType::bf16, DType::f16});
+  check_dtype(op, "b", b, a.dtype());
+  check_dtype_in(op, "c", c, {a.dtype(), DType::f32});
+}
+
+// Scratch for matmul_batch_sum's per-batch products on the GPU: up to this many f32 (256 MiB), more batches in
+// rounds that accumulate.
+constexpr int64_t kBatchSumScratchFloats = int64_t(64) << 20;
+
 }  // namespace
 
 void matmul(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b, float alpha, float beta) {
   const char* op = "matmul";
-  check_defined(op, "a", a);
-  check_matrix(op, "a", a, a, "a");
-  check_matrix(op, "b", b, a, "a");
-  check_matrix(op, "c", c, a, "a");
-  check_dtype_in(op, "a", a, {DType::f32, DType::bf16, DType::f16});
-  check_dtype(op, "b", b, a.dtype());
-  check_dtype_in(op, "c", c, {a.dtype(), DType::f32});
-  const int64_t M = trans_a ? a.size(1) : a.size(0), Ka = trans_a ? a.size(0) : a.size(1);
-  const int64_t N = trans_b ? b.size(0) : b.size(1), Kb = trans_b ? b.size(1) : b.size(0);
-  ANVIL_CHECK(Ka == Kb, op,
-              str("op(a) (M, K) and op(b) (K, N) to agree on K (trans_a=", trans_a, ", trans_b=", trans_b, ")"),
-              str("K=", Ka, " from a ", a.describe(), ", K=", Kb, " from b ", b.describe()));
-  check_shape(op, "c", c, {M, N});
+  check_operands(op, a, b, c, 2, 2);
+  const GemmDims g = gemm_dims(op, a, b, trans_a, trans_b);
+  check_shape(op, "c", c, {g.M, g.N});
   check_no_alias(op, c, a, "a");
   check_no_alias(op, c, b, "b");
   run_matmul(a, b, c, trans_a, trans_b, alpha, beta);
+}
+
+void matmul_batched(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b, float alpha,
+                    float beta) {
+  const char* op = "matmul_batched";
+  check_operands(op, a, b, c, 3, 3);
+  const int64_t B = c.size(0);
+  ANVIL_CHECK(a.size(0) == B || a.size(0) == 1, op, str("a with a batch of ", B, " (c's) or 1"), a.describe());
+  ANVIL_CHECK(b.size(0) == B || b.size(0) == 1, op, str("b with a batch of ", B, " (c's) or 1"), b.describe());
+  const GemmDims g = gemm_dims(op, a, b, trans_a, trans_b);
+  check_shape(op, "c", c, {B, g.M, g.N});
+  check_no_alias(op, c, a, "a");
+  check_no_alias(op, c, b, "b");
+  if (B == 0 || g.M == 0 || g.N == 0) return;
+  if (c.device().is_cpu()) {
+    for (int64_t i = 0; i < B; i++) {
+      Tensor ci = c.select(0, i);
+      matmul_cpu(a.select(0, a.size(0) == 1 ? 0 : i), b.select(0, b.size(0) == 1 ? 0 : i), ci, trans_a, trans_b,
+                 alpha, beta);
+    }
+    return;
+  }
+#ifdef ANVIL_HAS_GPU
+  GemmBatch bt;
+  bt.count = B;
+  bt.stride_a = a.size(0) == 1 ? 0 : a.size(1) * a.size(2);
+  bt.stride_b = b.size(0) == 1 ? 0 : b.size(1) * b.size(2);
+  bt.stride_c = g.M * g.N;
+  Tensor c0 = c.select(0, 0);  // the first product's (M, N) view; the others follow at the strides
+  matmul_gpu(a.select(0, 0), b.select(0, 0), c0, trans_a, trans_b, alpha, beta, bt);
+#else
+  ANVIL_THROW(op, "a CPU tensor (this build has no GPU backend)", c.describe());
+#endif
+}
+
+void matmul_batch_sum(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b, float alpha,
+                      float beta) {
+  const char* op = "matmul_batch_sum";
+  check_operands(op, a, b, c, 3, 2);
+  const int64_t B = a.size(0);
+  ANVIL_CHECK(b.size(0) == B, op, str("b with a's batch of ", B), b.describe());
+  const GemmDims g = gemm_dims(op, a, b, trans_a, trans_b);
+  check_shape(op, "c", c, {g.M, g.N});
+  check_no_alias(op, c, a, "a");
+  check_no_alias(op, c, b, "b");
+  if (g.M == 0 || g.N == 0) return;
+  if (B <= 1 || c.device().is_cpu()) {  // one product per batch, accumulating after the first
+    if (B == 0) return run_matmul(a.view({g.M, 0}), b.view({0, g.N}), c, false, false, alpha, beta);
+    for (int64_t i = 0; i < B; i++) run_matmul(a.select(0, i), b.select(0, i), c, trans_a, trans_b, alpha, i ? 1.f : beta);
+    return;
+  }
+#ifdef ANVIL_HAS_GPU
+  const int64_t per_round = std::max<int64_t>(1, std::min(B, kBatchSumScratchFloats / (g.M * g.N)));
+  Tensor parts = Tensor::empty({per_round, g.M, g.N}, DType::f32, c.device());
+  for (int64_t i0 = 0; i0 < B; i0 += per_round) {
+    const int64_t n = std::min(per_round, B - i0);
+    Tensor pn = parts.slice(0, 0, n), p0 = parts.select(0, 0);
+    GemmBatch bt;
+    bt.count = n;
+    bt.stride_a = a.size(1) * a.size(2);
+    bt.stride_b = b.size(1) * b.size(2);
+    bt.stride_c = g.M * g.N;
+    matmul_gpu(a.select(0, i0), b.select(0, i0), p0, trans_a, trans_b, 1.f, 0.f, bt);
+    matmul_sum_parts_gpu(pn, c, alpha, i0 ? 1.f : beta);
+  }
+#else
+  ANVIL_THROW(op, "a CPU tensor (this build has no GPU backend)", c.describe());
+#endif
 }
 
 void matmul_fwd(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {

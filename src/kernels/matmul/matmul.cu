@@ -58,14 +58,42 @@ __global__ void add_part_rows_kernel(const float* __restrict__ part, float* __re
   dbias[col] += s;
 }
 
+// c[i] = alpha * sum_p parts[p][i] + beta * c[i] over the M*N outputs; consecutive threads take consecutive i,
+// so each of the B part rows is read coalesced. beta == 0 never reads c.
+template <class TC>
+__global__ void sum_parts_kernel(const float* __restrict__ parts, TC* __restrict__ c, int64_t MN, int B, float alpha,
+                                 float beta) {
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < MN; i += int64_t(gridDim.x) * kThreads) {
+    float s = 0.f;
+    for (int p = 0; p < B; p++) s += parts[int64_t(p) * MN + i];
+    float v = alpha * s;
+    if (beta != 0.f) v += beta * to_f32(c[i]);
+    c[i] = from_f32<TC>(v);
+  }
+}
+
 }  // namespace
 
-void matmul_gpu(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b, float alpha, float beta) {
+void matmul_sum_parts_gpu(const Tensor& parts, Tensor& c, float alpha, float beta) {
+  const int64_t MN = c.numel();
+  const int B = int(parts.size(0));
+  if (MN == 0) return;
+  const int cu = gpu::device_info(gpu::current_device()).compute_units;
+  const int blocks = int(std::min<int64_t>(gpu::ceil_div(MN, kThreads), int64_t(cu) * 8));
+  ANVIL_DISPATCH_FLOAT(c.dtype(), TC, {
+    sum_parts_kernel<TC><<<blocks, kThreads, 0, gpu::stream()>>>(parts.data<float>(), c.data<TC>(), MN, B, alpha, beta);
+    ANVIL_LAUNCH_CHECK();
+  });
+}
+
+void matmul_gpu(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b, float alpha, float beta,
+                const GemmBatch& batch) {
   const int64_t M = c.size(0), N = c.size(1), K = trans_a ? a.size(0) : a.size(1);
-  if (M == 0 || N == 0) return;
+  if (M == 0 || N == 0 || batch.count == 0) return;
   const GemmPath path = gemm_path();
   // The decode shape: c (M, N) = a (M, K) @ b^T with b (N, K) a 16-bit weight, nothing to accumulate into.
-  if (path == GemmPath::automatic && M <= kSkinnyCrossoverRows && K > 0 && !trans_a && trans_b && beta == 0.f &&
+  if (path == GemmPath::automatic && batch.count == 1 && M <= kSkinnyCrossoverRows && K > 0 && !trans_a && trans_b &&
+      beta == 0.f &&
       (b.dtype() == DType::bf16 || b.dtype() == DType::f16))
     return skinny_gemm_gpu(a, Tensor(), b, Tensor(), alpha, c);
   if (path != GemmPath::tiled) {
@@ -75,6 +103,7 @@ void matmul_gpu(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool 
     g.b = b.data_ptr(), g.b_dtype = b.dtype(), g.trans_b = trans_b;
     g.c = c.data_ptr(), g.c_dtype = c.dtype();
     g.alpha = alpha, g.beta = beta;
+    g.batch = batch.count, g.stride_a = batch.stride_a, g.stride_b = batch.stride_b, g.stride_c = batch.stride_c;
     if (gpu::vendor_gemm(g)) return;
   }
   TiledGemm t;
@@ -85,6 +114,7 @@ void matmul_gpu(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool 
   t.c = c.data_ptr(), t.c_dtype = c.dtype();
   t.M = int(M), t.N = int(N), t.K = int(K);
   t.alpha = alpha, t.beta = beta;
+  t.batch = batch.count, t.bsa = batch.stride_a, t.bsb = batch.stride_b, t.bsc = batch.stride_c;
   matmul_tiled(t);
 }
 

@@ -21,6 +21,19 @@ namespace anvil {
 void matmul(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b, float alpha = 1.f,
             float beta = 0.f);
 
+// Batched: c[i] (M, N) = alpha * op(a[i]) @ op(b[i]) + beta * c[i] for i < B, one launch on the GPU.
+//   a (Ba, M, K) or (Ba, K, M), b (Bb, K, N) or (Bb, N, K), c (B, M, N); Ba and Bb are B or 1, a batch of 1
+//   being shared by every product (a weight against per-sequence activations). Channel-major models (Mamba's
+//   (B, D, T) tensors) multiply each sequence by a weight this way; one launch per sequence ran small GEMMs at
+//   6-12 µs each, most of it fixed cost.
+void matmul_batched(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b, float alpha = 1.f,
+                    float beta = 0.f);
+// Batch sum: c (M, N) = alpha * sum_i op(a[i]) @ op(b[i]) + beta * c, a (B, ...), b (B, ...) as above with
+// Ba = Bb = B. The weight gradient of a batched product whose K runs inside each batch (K = T of a (B, D, T)
+// tensor), which is no single 2-D GEMM. GPU: batched products into an f32 scratch, then one reduction.
+void matmul_batch_sum(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b, float alpha = 1.f,
+                      float beta = 0.f);
+
 // y = x @ w^T (+ bias).  bias may be undefined.
 void matmul_fwd(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y);
 // dx = dy @ w (if dx defined); dw += dy^T @ x (if dw defined); dbias += sum_rows(dy) (if dbias defined).
@@ -43,9 +56,17 @@ void matmul_bwd_ref(const double* dy, const double* x, const double* w, double* 
 void matmul_fp8_ref(const double* a, double a_scale, const double* w, const double* w_scale, bool per_channel,
                     double* out, int64_t M, int64_t N, int64_t K);
 
-// Backends (arguments already checked).
+// Backends (arguments already checked). Batched products: `batch` matrices, operand i at base + i * stride
+// elements (stride 0: shared); a plain product is batch 1.
+struct GemmBatch {
+  int64_t count = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+};
 void matmul_cpu(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b, float alpha, float beta);
-void matmul_gpu(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b, float alpha, float beta);
+void matmul_gpu(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b, float alpha, float beta,
+                const GemmBatch& batch = {});
+// c (M, N) = alpha * sum_i parts[i] + beta * c; parts (B, M, N) f32 on the GPU.
+void matmul_sum_parts_gpu(const Tensor& parts, Tensor& c, float alpha, float beta);
 void matmul_fp8_cpu(const Tensor& a, const Tensor& a_scale, const Tensor& w, const Tensor& w_scale, Tensor& out);
 void matmul_fp8_gpu(const Tensor& a, const Tensor& a_scale, const Tensor& w, const Tensor& w_scale, Tensor& out);
 // Linear-layer helpers: y (N, OC) = bias broadcast over rows (before a beta=1 product, so y is rounded once);

@@ -46,6 +46,7 @@ struct Params {
   const float* scale_n;
   int scale_n_stride;
   Fp8Format fmt_a, fmt_b;
+  int64_t bsa, bsb, bsc;  // batch strides (elements); blockIdx.z is the product
 };
 
 template <class T>
@@ -98,8 +99,8 @@ __global__ void __launch_bounds__(kThreads) gemm_tiled_kernel(Params p) {
   if constexpr (kFp8B) lut[1][tid] = fp8_to_f32(uint8_t(tid), p.fmt_b);
   if constexpr (kFp8A || kFp8B) __syncthreads();
 
-  const TA* a = static_cast<const TA*>(p.a);
-  const TB* b = static_cast<const TB*>(p.b);
+  const TA* a = static_cast<const TA*>(p.a) + int64_t(blockIdx.z) * p.bsa;
+  const TB* b = static_cast<const TB*>(p.b) + int64_t(blockIdx.z) * p.bsb;
   // Which of an operand's two dimensions is contiguous decides the staging order (see stage_of).
   const Stage sa = stage_of<BM, BK>(p.sak == 1), sb = stage_of<BN, BK>(p.sbk == 1);
   float ra[Cfg::LA], rb[Cfg::LB];
@@ -154,7 +155,7 @@ __global__ void __launch_bounds__(kThreads) gemm_tiled_kernel(Params p) {
   // Epilogue: scales, beta * c (never read when beta == 0), one rounding into TO.
   float s = p.alpha;
   if (p.scale_a) s *= *p.scale_a;
-  TO* c = static_cast<TO*>(p.c);
+  TO* c = static_cast<TO*>(p.c) + int64_t(blockIdx.z) * p.bsc;
 #pragma unroll
   for (int i = 0; i < TM; i++) {
     const int m = m0 + (i / 4) * Cfg::SM + ty * 4 + i % 4;
@@ -173,40 +174,45 @@ __global__ void __launch_bounds__(kThreads) gemm_tiled_kernel(Params p) {
 }
 
 template <class Cfg, class TA, class TB, class TO>
-void launch_cfg(const Params& p) {
+void launch_cfg(const Params& p, int64_t batch) {
   const int gy = gpu::ceil_div(p.M, Cfg::BM);
   ANVIL_CHECK(gy <= 65535, "matmul_tiled", str("M <= ", 65535 * Cfg::BM, " (grid y limit)"), p.M);
-  dim3 grid(unsigned(gpu::ceil_div(p.N, Cfg::BN)), unsigned(gy));
+  ANVIL_CHECK(batch <= 65535, "matmul_tiled", "a batch of at most 65535 products (grid z limit)", batch);
+  dim3 grid(unsigned(gpu::ceil_div(p.N, Cfg::BN)), unsigned(gy), unsigned(batch));
   gemm_tiled_kernel<TA, TB, TO, Cfg><<<grid, kThreads, 0, gpu::stream()>>>(p);
   ANVIL_LAUNCH_CHECK();
 }
 
 // 128x128 tiles when they give at least one block per SM/CU, else 64x64 (4x the blocks for small problems).
 template <class TA, class TB, class TO>
-void launch(const Params& p) {
-  const int64_t big_blocks = int64_t(gpu::ceil_div(p.M, BigTile::BM)) * gpu::ceil_div(p.N, BigTile::BN);
-  if (big_blocks >= gpu::device_info(gpu::current_device()).compute_units) return launch_cfg<BigTile, TA, TB, TO>(p);
-  launch_cfg<SmallTile, TA, TB, TO>(p);
+void launch(const Params& p, int64_t batch) {
+  const int64_t big_blocks = batch * gpu::ceil_div(p.M, BigTile::BM) * gpu::ceil_div(p.N, BigTile::BN);
+  if (big_blocks >= gpu::device_info(gpu::current_device()).compute_units)
+    return launch_cfg<BigTile, TA, TB, TO>(p, batch);
+  launch_cfg<SmallTile, TA, TB, TO>(p, batch);
 }
 
 }  // namespace
 
 void matmul_tiled(const TiledGemm& g) {
   if (g.M == 0 || g.N == 0) return;
-  Params p{g.a, g.sam, g.sak, g.b, g.sbk, g.sbn, g.c, g.M, g.N, g.K, g.alpha, g.beta,
-           g.scale_a, g.scale_n, g.scale_n_stride, fp8_format(g.a_dtype), fp8_format(g.b_dtype)};
+  if (g.batch == 0) return;
+  Params p{g.a,       g.sam,     g.sak,           g.b,  g.sbk,   g.sbn,   g.c,     g.M,
+           g.N,       g.K,       g.alpha,         g.beta, g.scale_a, g.scale_n, g.scale_n_stride,
+           fp8_format(g.a_dtype), fp8_format(g.b_dtype), g.bsa, g.bsb, g.bsc};
+  const int64_t nb = g.batch;
   const DType A = g.a_dtype, B = g.b_dtype, C = g.c_dtype;
   if (A == B && !dtype_is_fp8(A)) {
     ANVIL_DISPATCH_FLOAT(A, T, {
-      if (C == A) return launch<T, T, T>(p);
-      if (C == DType::f32) return launch<T, T, float>(p);
+      if (C == A) return launch<T, T, T>(p, nb);
+      if (C == DType::f32) return launch<T, T, float>(p, nb);
     });
   } else if (dtype_is_fp8(B) && dtype_is_fp8(A)) {
-    if (C == DType::bf16) return launch<uint8_t, uint8_t, bf16>(p);
-    if (C == DType::f32) return launch<uint8_t, uint8_t, float>(p);
+    if (C == DType::bf16) return launch<uint8_t, uint8_t, bf16>(p, nb);
+    if (C == DType::f32) return launch<uint8_t, uint8_t, float>(p, nb);
   } else if (dtype_is_fp8(B) && A == DType::bf16) {  // weight-only FP8
-    if (C == DType::bf16) return launch<bf16, uint8_t, bf16>(p);
-    if (C == DType::f32) return launch<bf16, uint8_t, float>(p);
+    if (C == DType::bf16) return launch<bf16, uint8_t, bf16>(p, nb);
+    if (C == DType::f32) return launch<bf16, uint8_t, float>(p, nb);
   }
   ANVIL_THROW("matmul_tiled", "(a, b, c) dtypes (T, T, T|f32) for T in f32/bf16/f16, or (fp8|bf16, fp8, bf16|f32)",
               str("(", dtype_name(A), ", ", dtype_name(B), ", ", dtype_name(C), ")"));

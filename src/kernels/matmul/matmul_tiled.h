@@ -26,6 +26,9 @@ struct TiledGemm {
   const float* scale_a = nullptr;
   const float* scale_n = nullptr;
   int scale_n_stride = 0;  // 1: per output column, 0: one value
+  // Strided batch (grid z): product i reads a + i * bsa, b + i * bsb and writes c + i * bsc (elements).
+  int64_t batch = 1;
+  int64_t bsa = 0, bsb = 0, bsc = 0;
 };
 
 // Supported (a, b, c) dtypes: (T, T, T) and (T, T, f32) for T in f32/bf16/f16; (fp8, fp8, bf16/f32) and

@@ -12,9 +12,11 @@
 #if defined(ANVIL_CUDA)
 #include <cublasLt.h>
 
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <utility>
 
 #include "backends/gpu/common.cuh"
 #include "backends/gpu/vendor/gemm.h"
@@ -54,10 +56,11 @@ bool cuda_type(DType t, cudaDataType_t& out) {
   }
 }
 
-// The largest power of two (<= 256) dividing the address: heuristics pick kernels by it.
-uint32_t alignment(const void* p) {
+// The largest power of two (<= 256) dividing the address and, in a batch, every product's start (the stride in
+// bytes): heuristics pick kernels by it.
+uint32_t alignment(const void* p, int64_t stride_bytes = 0) {
   uint32_t a = 256;
-  while (a > 1 && reinterpret_cast<uintptr_t>(p) % a) a >>= 1;
+  while (a > 1 && (reinterpret_cast<uintptr_t>(p) % a || uint64_t(stride_bytes) % a)) a >>= 1;
   return a;
 }
 
@@ -70,7 +73,11 @@ struct Key {
   bool ta, tb;
   ScaleMode scale;
   uint32_t align_a, align_b, align_c;
-  auto tie() const { return std::tie(device, M, N, K, a, b, c, ta, tb, scale, align_a, align_b, align_c); }
+  int64_t batch, stride_a, stride_b, stride_c;
+  auto tie() const {
+    return std::tie(device, M, N, K, a, b, c, ta, tb, scale, align_a, align_b, align_c, batch, stride_a, stride_b,
+                    stride_c);
+  }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
 
@@ -125,6 +132,15 @@ Plan make_plan(cublasLtHandle_t h, const Key& k, const void* scale_A, const void
   ANVIL_BLASLT_CHECK(cublasLtMatrixLayoutCreate(&p.la, tb, rA, cA, int64_t(rA)));
   ANVIL_BLASLT_CHECK(cublasLtMatrixLayoutCreate(&p.lb, ta, rB, cB, int64_t(rB)));
   ANVIL_BLASLT_CHECK(cublasLtMatrixLayoutCreate(&p.lc, tc, uint64_t(k.N), uint64_t(k.M), k.N));
+  if (k.batch > 1) {  // strided batch; a stride of 0 shares that operand (cuBLASLt's A is our b, its B our a)
+    const int32_t count = int32_t(k.batch);
+    for (auto [layout, stride] : {std::pair{p.la, k.stride_b}, std::pair{p.lb, k.stride_a}, std::pair{p.lc, k.stride_c}}) {
+      ANVIL_BLASLT_CHECK(
+          cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+      ANVIL_BLASLT_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                          &stride, sizeof(stride)));
+    }
+  }
 
   cublasLtMatmulPreference_t pref;
   ANVIL_BLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -159,7 +175,7 @@ __global__ void broadcast_scalar_kernel(float* __restrict__ dst, const float* __
 
 // Which cases cuBLASLt is asked for at all (its heuristic has the last word).
 bool supported(const VendorGemm& g, const DeviceInfo& info, bool fp8) {
-  if (g.M <= 0 || g.N <= 0 || g.K <= 0) return false;
+  if (g.M <= 0 || g.N <= 0 || g.K <= 0 || g.batch < 1 || g.batch > INT32_MAX) return false;
   cudaDataType_t t;
   if (!cuda_type(g.a_dtype, t) || !cuda_type(g.b_dtype, t) || !cuda_type(g.c_dtype, t)) return false;
   if (!fp8) {
@@ -168,6 +184,7 @@ bool supported(const VendorGemm& g, const DeviceInfo& info, bool fp8) {
     return g.a_dtype != DType::bf16 || info.bf16_compute;
   }
   // FP8 (sm_89+): both operands fp8, not both e5m2; TN layout; K-major rows of 16-byte multiples; out bf16/f32.
+  if (g.batch != 1) return false;  // no batched FP8 caller; its scale vectors would need per-product strides
   if (!info.fp8_compute || !dtype_is_fp8(g.a_dtype) || !dtype_is_fp8(g.b_dtype)) return false;
   if (g.a_dtype == DType::e5m2 && g.b_dtype == DType::e5m2) return false;
   if (g.trans_a || !g.trans_b || g.K % 16 != 0) return false;
@@ -208,8 +225,25 @@ bool vendor_gemm(const VendorGemm& g) {
     hit = st.handles.emplace(dev, h).first;
   }
   const cublasLtHandle_t h = hit->second;
-  const Key key{dev,         g.M,     g.N,        g.K,  g.a_dtype,      g.b_dtype,      g.c_dtype,
-                g.trans_a,   g.trans_b, mode,     alignment(g.a), alignment(g.b), alignment(g.c)};
+  const int64_t batch = g.batch;
+  const int64_t sa = batch > 1 ? g.stride_a : 0, sb = batch > 1 ? g.stride_b : 0, sc = batch > 1 ? g.stride_c : 0;
+  const Key key{dev,
+                g.M,
+                g.N,
+                g.K,
+                g.a_dtype,
+                g.b_dtype,
+                g.c_dtype,
+                g.trans_a,
+                g.trans_b,
+                mode,
+                alignment(g.a, sa * int64_t(dtype_size(g.a_dtype))),
+                alignment(g.b, sb * int64_t(dtype_size(g.b_dtype))),
+                alignment(g.c, sc * int64_t(dtype_size(g.c_dtype))),
+                batch,
+                sa,
+                sb,
+                sc};
   auto it = st.plans.find(key);
   if (it == st.plans.end()) it = st.plans.emplace(key, make_plan(h, key, scale_A, scale_B)).first;
   const Plan& p = it->second;

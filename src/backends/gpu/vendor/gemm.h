@@ -21,6 +21,9 @@ struct VendorGemm {
   void* c = nullptr;
   DType c_dtype = DType::f32;
   float alpha = 1.f, beta = 0.f;
+  // Strided batch: `batch` products, operand i at its pointer + i * stride elements (stride 0: shared by all).
+  int64_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
   // FP8 only: f32 device pointers; scale_b holds N values when per_channel_b, else one.
   const float* scale_a = nullptr;
   const float* scale_b = nullptr;
