@@ -1,7 +1,10 @@
 // GPU rms_norm, forward and backward. One block per row; 16-byte loads when the row allows it.
 // The row (C <= 16384 bf16 = 32 KB) is read twice: the second read hits L1/L2, so HBM sees each byte once.
+#include <algorithm>
+
 #include "backends/gpu/common.cuh"
 #include "core/dispatch.h"
+#include "kernels/matmul/matmul.h"
 #include "kernels/rms_norm/rms_norm.h"
 
 namespace anvil {
@@ -55,7 +58,7 @@ __global__ void __launch_bounds__(kThreads) rms_norm_fwd_kernel(const T* __restr
 }
 
 // Backward: blocks stride over rows; each block keeps its partial dw in its own row of `dw_part` (G, C),
-// touched only by the thread that owns that column (L2-resident), then a second kernel sums the G rows.
+// touched only by the thread that owns that column (L2-resident), then matmul_dbias_gpu sums the G rows.
 template <class T>
 __global__ void __launch_bounds__(kThreads) rms_norm_bwd_kernel(const T* __restrict__ dy, const T* __restrict__ x,
                                                                   const T* __restrict__ w,
@@ -79,14 +82,6 @@ __global__ void __launch_bounds__(kThreads) rms_norm_bwd_kernel(const T* __restr
   }
 }
 
-__global__ void sum_rows_into_kernel(const float* __restrict__ part, float* __restrict__ out, int G, int C) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  float s = 0.f;
-  for (int g = 0; g < G; g++) s += part[int64_t(g) * C + c];
-  out[c] += s;
-}
-
 }  // namespace
 
 void rms_norm_fwd_gpu(const Tensor& x, const Tensor& w, float eps, Tensor& y, Tensor& rstd) {
@@ -107,15 +102,18 @@ void rms_norm_bwd_gpu(const Tensor& dy, const Tensor& x, const Tensor& w, const 
   const int C = int(x.size(-1));
   const int64_t N = x.numel() / C;
   if (N == 0) return;
-  const int G = int(std::min<int64_t>(N, 2 * gpu::device_info(gpu::current_device()).compute_units));
-  Tensor part = Tensor::empty({G, C}, DType::f32, x.device());
+  const int sms = gpu::device_info(gpu::current_device()).compute_units;
   ANVIL_DISPATCH_FLOAT(x.dtype(), T, {
+    // Every resident block at once (a block has one row in flight; see add_rms_norm_bwd_gpu).
+    int per_sm = 0;
+    ANVIL_GPU_CHECK(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, rms_norm_bwd_kernel<T>, kThreads, 0));
+    const int G = int(std::min<int64_t>(N, int64_t(std::max(per_sm, 1)) * sms));
+    Tensor part = Tensor::empty({G, C}, DType::f32, x.device());
     rms_norm_bwd_kernel<T><<<G, kThreads, 0, gpu::stream()>>>(dy.data<T>(), x.data<T>(), w.data<T>(),
                                                               rstd.data<float>(), dx.data<T>(), part.data<float>(), N, C);
     ANVIL_LAUNCH_CHECK();
+    matmul_dbias_gpu(part, dw);  // dw += column sums of the G partial rows (two passes, deterministic)
   });
-  sum_rows_into_kernel<<<gpu::ceil_div(C, 256), 256, 0, gpu::stream()>>>(part.data<float>(), dw.data<float>(), G, C);
-  ANVIL_LAUNCH_CHECK();
 }
 
 }  // namespace anvil

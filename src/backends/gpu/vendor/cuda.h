@@ -191,6 +191,7 @@ __device__ __forceinline__ void anvil_cp_async_wait_all() {
 #define gpuGraphExecDestroy cudaGraphExecDestroy
 #define gpuGraphDestroy cudaGraphDestroy
 #define gpuFuncSetAttribute cudaFuncSetAttribute
+#define gpuOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
 #define gpuFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
 #define gpuMemGetInfo cudaMemGetInfo
 #define gpuGraphInstantiate(exec, graph) cudaGraphInstantiate((exec), (graph), 0)

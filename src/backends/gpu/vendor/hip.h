@@ -91,6 +91,7 @@ __device__ __forceinline__ void anvil_cp_async_wait_all() {}
 #define gpuGraphExecDestroy hipGraphExecDestroy
 #define gpuGraphDestroy hipGraphDestroy
 #define gpuFuncSetAttribute hipFuncSetAttribute
+#define gpuOccupancyMaxActiveBlocksPerMultiprocessor hipOccupancyMaxActiveBlocksPerMultiprocessor
 #define gpuFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
 #define gpuMemGetInfo hipMemGetInfo
 #define gpuGraphInstantiate(exec, graph) hipGraphInstantiate((exec), (graph), nullptr, nullptr, 0)
