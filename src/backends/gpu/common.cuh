@@ -89,12 +89,14 @@ __device__ __forceinline__ T from_raw_bits(uint32_t b) {
   else if constexpr (std::is_integral_v<T>) return T(b);
   else { T x; x.bits = decltype(x.bits)(b); return x; }
 }
+// A pack's 16 bytes as loaded, split into elements. Loads kept in flight across a loop should stay uint4 (4
+// registers) and be unpacked where they are used: ptxas places the split of a Pack<T> load (one register per
+// 16-bit element) right behind the load, which then waits for memory before the loop starts.
 template <class T>
-__device__ __forceinline__ Pack<T> load_pack(const T* p) {
+__device__ __forceinline__ Pack<T> unpack(const uint4 u) {
   static_assert(sizeof(Pack<T>) == sizeof(uint4), "a pack is 16 bytes");
   constexpr int per = 4 / sizeof(T), bits = 8 * sizeof(T);  // elements per 32-bit word, bits per element
   constexpr uint32_t mask = 0xffffffffu >> (32 - bits);
-  const uint4 u = *reinterpret_cast<const uint4*>(p);
   const uint32_t w[4] = {u.x, u.y, u.z, u.w};
   Pack<T> v;
 #pragma unroll
@@ -102,12 +104,22 @@ __device__ __forceinline__ Pack<T> load_pack(const T* p) {
   return v;
 }
 template <class T>
-__device__ __forceinline__ void store_pack(T* p, const Pack<T>& v) {
+__device__ __forceinline__ Pack<T> load_pack(const T* p) {
+  return unpack<T>(*reinterpret_cast<const uint4*>(p));
+}
+// The inverse of unpack: a pack's elements as its 16 bytes.
+template <class T>
+__device__ __forceinline__ uint4 pack_bits(const Pack<T>& v) {
   constexpr int per = 4 / sizeof(T), bits = 8 * sizeof(T);
   uint32_t w[4] = {0, 0, 0, 0};
 #pragma unroll
   for (int i = 0; i < Pack<T>::N; i++) w[i / per] |= raw_bits(v.v[i]) << (bits * (i % per));
-  anvil_store16(p, w[0], w[1], w[2], w[3]);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+template <class T>
+__device__ __forceinline__ void store_pack(T* p, const Pack<T>& v) {
+  const uint4 w = pack_bits(v);
+  anvil_store16(p, w.x, w.y, w.z, w.w);
 }
 // A launch that may start while the previous kernel on the stream is still running, where the device can
 // (DeviceInfo::early_launch) and ANVIL_EARLY_LAUNCH is not 0: the kernel issues loads that depend on nothing

@@ -85,26 +85,36 @@ __device__ __forceinline__ void fold_lanes(float* v, int lane, int& off) {
   }
 }
 
-template <class T, bool VEC, int Q, int POLY>
+// SPLIT (variant 5): the Q lanes of a channel sit in Q different warps (lane = channel, warp = state group), so
+// every lane of a warp reads the same Bm/Cm float4 per step — a broadcast, 2.7 clocks of the shared-memory pipe
+// per LDS.128 against 4.2 when a warp reads 4 distinct float4 (bench/smem_probe.cu on the H200) — and the y
+// partials of the Q groups meet in shared memory at the tile's output instead of in a shuffle tree per step.
+template <class T, bool VEC, int Q, int POLY, bool SPLIT>
 __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, kMinThreadsPerSM / (kCB * Q)) scan_fwd_seq_kernel(SeqParams p) {
   constexpr int S = kNP / Q;                   // states per lane
+  constexpr int YQ = SPLIT ? Q : 1;            // partial y rows per channel in shared memory
   constexpr int kThreads = kCB * Q;            // 128 (Q = 4) or 64 (Q = 2)
   constexpr int P = gpu::Pack<T>::N;           // elements per 16-byte pack
   constexpr int PPC = kTT / P;                 // packs per channel row and tile
   constexpr int KC = kCB * PPC / kThreads;     // channel packs per thread and tensor
   constexpr int NBC = 2 * kNP * PPC;           // Bm and Cm packs per tile
   constexpr int KB = (NBC + kThreads - 1) / kThreads;
+  // Bm/Cm pack m of a tile: state m % 16, Bm or Cm by bit 4, step pack m / 32. A warp's 32 lanes then stage
+  // one step pack of all 16 states of both: for each step, 32 different banks of one BC row (conflict-free);
+  // packs along time per lane (the earlier map) put 4 lanes on each bank, 5.2-way store conflicts by ncu.
+  auto bc_state = [](int m) { return m % kNP; };
+  auto bc_is_c = [](int m) { return (m / kNP) % 2; };
+  auto bc_pack = [](int m) { return m / (2 * kNP); };
   static_assert(kCB * PPC % kThreads == 0 && S % 4 == 0 && kU % Q == 0 && kThreads % kW == 0, "tile shape");
 
   struct alignas(16) Smem {  // every row starts on 16 bytes: float4 / 16-byte pack accesses
-    float B[kTT][kNP], C[kTT][kNP];
+    float BC[kTT][2][kNP];     // Bm, Cm of step t side by side: a 32-float row, see the staging map
     float dt[kCB][kDtStride];  // (dt, dt*u) interleaved per step
-    float y[kCB][kYStride];    // finished y (state part) of the tile
+    float y[YQ][kCB][kYStride];  // y (state part) of the tile: finished, or SPLIT's per-group partials
     T uz[kCB][2][kTT];         // the tile's u and z as loaded, for its output
   };
   __shared__ Smem sm;
-  auto& sB = sm.B;
-  auto& sC = sm.C;
+  auto& sBC = sm.BC;
   auto& sDt = sm.dt;
   auto& sY = sm.y;
   auto& sUZ = sm.uz;
@@ -122,7 +132,7 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, kMinThreadsPerSM / (kCB * Q)) scan_
   T* O = static_cast<T*>(p.out);
 
   // Compute role: channel cc of the block, states q*S .. q*S+S-1.
-  const int q = lane % Q, cc = tid / Q;
+  const int q = SPLIT ? tid / kCB : lane % Q, cc = SPLIT ? tid % kCB : tid / Q;
   const bool valid = ch0 + cc < p.per_group;
   const int d = g * p.per_group + (valid ? ch0 + cc : 0);
   const int64_t row = int64_t(b) * p.D + d;
@@ -147,22 +157,40 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, kMinThreadsPerSM / (kCB * Q)) scan_
     sbias[i] = p.delta_bias ? p.delta_bias[sd] : 0.f;
     sskip[i] = p.D_skip ? p.D_skip[sd] : 0.f;
   }
-  gpu::Pack<T> nu[KC], nd[KC], nz[KC], nbc[KB];  // the next tile, in flight
+  uint4 nu[KC], nd[KC], nz[KC], nbc[KB];  // the next tile in flight, raw (gpu::unpack says why)
+  // VEC: every load is unconditional, from a clamped address (a row of the group's channel 0 for channels past
+  // the group, the last pack for packs past L, state N-1 for padded states, u for an absent z); what must be
+  // zero is zeroed when staged. A guarded load (`valid ? load : 0`) let ptxas fold the bf16 unpacking into the
+  // load's branch, right behind the load: a full memory latency per load, 34% of the stall samples (ncu,
+  // variant 5 on the H200) in a kernel that prefetches a whole tile ahead.
+  const T* Zs = Z ? Z : U;
   auto prefetch = [&](int k) {
     const int64_t tt = int64_t(k) * kTT;
 #pragma unroll
     for (int i = 0; i < KC; i++) {
       const int64_t t0 = tt + ((tid + i * kThreads) % PPC) * P;
-      nu[i] = sval[i] ? load_pack_at<T, VEC>(U + srow[i], t0, L) : zero_pack<T>();
-      nd[i] = sval[i] ? load_pack_at<T, VEC>(Dl + srow[i], t0, L) : zero_pack<T>();
-      nz[i] = Z && sval[i] ? load_pack_at<T, VEC>(Z + srow[i], t0, L) : zero_pack<T>();
+      if constexpr (VEC) {
+        const int64_t tc = t0 < L ? t0 : L - P;
+        nu[i] = *reinterpret_cast<const uint4*>(U + srow[i] + tc);
+        nd[i] = *reinterpret_cast<const uint4*>(Dl + srow[i] + tc);
+        nz[i] = *reinterpret_cast<const uint4*>(Zs + srow[i] + tc);
+      } else {
+        nu[i] = gpu::pack_bits(sval[i] ? load_pack_at<T, VEC>(U + srow[i], t0, L) : zero_pack<T>());
+        nd[i] = gpu::pack_bits(sval[i] ? load_pack_at<T, VEC>(Dl + srow[i], t0, L) : zero_pack<T>());
+        nz[i] = gpu::pack_bits(Z && sval[i] ? load_pack_at<T, VEC>(Z + srow[i], t0, L) : zero_pack<T>());
+      }
     }
 #pragma unroll
     for (int i = 0; i < KB; i++) {
-      const int m = tid + i * kThreads, n = (m % (kNP * PPC)) / PPC;
-      const int64_t t0 = tt + (m % PPC) * P;
-      const T* src = m < kNP * PPC ? Bg : Cg;
-      nbc[i] = m < NBC && n < p.N ? load_pack_at<T, VEC>(src + int64_t(n) * L, t0, L) : zero_pack<T>();
+      const int m = tid + i * kThreads, n = bc_state(m);
+      const int64_t t0 = tt + bc_pack(m) * P;
+      const T* src = bc_is_c(m) ? Cg : Bg;
+      if constexpr (VEC) {
+        const int64_t tc = t0 < L ? t0 : L - P;
+        if (m < NBC) nbc[i] = *reinterpret_cast<const uint4*>(src + int64_t(n < p.N ? n : p.N - 1) * L + tc);
+      } else {
+        nbc[i] = gpu::pack_bits(m < NBC && n < p.N ? load_pack_at<T, VEC>(src + int64_t(n) * L, t0, L) : zero_pack<T>());
+      }
     }
   };
   auto stage = [&](int k) {
@@ -170,29 +198,31 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, kMinThreadsPerSM / (kCB * Q)) scan_
 #pragma unroll
     for (int i = 0; i < KC; i++) {
       const int sc = (tid + i * kThreads) / PPC, sp = (tid + i * kThreads) % PPC;
-      gpu::store_pack(&sUZ[sc][0][sp * P], nu[i]);  // u and z wait in shared memory for the tile's output
-      gpu::store_pack(&sUZ[sc][1][sp * P], nz[i]);
+      anvil_store16(&sUZ[sc][0][sp * P], nu[i].x, nu[i].y, nu[i].z, nu[i].w);  // u and z wait for the output
+      anvil_store16(&sUZ[sc][1][sp * P], nz[i].x, nz[i].y, nz[i].z, nz[i].w);
+      const gpu::Pack<T> pu = gpu::unpack<T>(nu[i]), pd = gpu::unpack<T>(nd[i]);
       float dtv[P];
 #pragma unroll
       for (int e = 0; e < P; e++) {
-        float v = to_f32(nd[i].v[e]) + sbias[i];
+        float v = to_f32(pd.v[e]) + sbias[i];
         if (p.softplus) v = softplus_t<T>(v);
         dtv[e] = tt + sp * P + e < L ? v : 0.f;  // past L: dt = 0, the identity step
       }
 #pragma unroll
       for (int e = 0; e < P; e += 2) {
         *reinterpret_cast<float4*>(&sDt[sc][2 * (sp * P + e)]) =
-            make_float4(dtv[e], dtv[e] * to_f32(nu[i].v[e]), dtv[e + 1], dtv[e + 1] * to_f32(nu[i].v[e + 1]));
+            make_float4(dtv[e], dtv[e] * to_f32(pu.v[e]), dtv[e + 1], dtv[e + 1] * to_f32(pu.v[e + 1]));
       }
     }
 #pragma unroll
     for (int i = 0; i < KB; i++) {
       const int m = tid + i * kThreads;
       if (m < NBC) {
-        const int n = (m % (kNP * PPC)) / PPC, sp = m % PPC;
-        float(*dst)[kNP] = m < kNP * PPC ? sB : sC;
+        const int n = bc_state(m), sp = bc_pack(m), c = bc_is_c(m);
+        const bool live = n < p.N;  // padded states: B = C = 0 keeps h = 0 and out of y
+        const gpu::Pack<T> pbc = gpu::unpack<T>(nbc[i]);
 #pragma unroll
-        for (int e = 0; e < P; e++) dst[sp * P + e][n] = to_f32(nbc[i].v[e]);
+        for (int e = 0; e < P; e++) sBC[sp * P + e][c][n] = live ? to_f32(pbc.v[e]) : 0.f;
       }
     }
   };
@@ -204,7 +234,12 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, kMinThreadsPerSM / (kCB * Q)) scan_
       float y[P];
 #pragma unroll
       for (int e = 0; e < P; e += 4) {
-        const float4 v = *reinterpret_cast<const float4*>(&sY[sc][sp * P + e]);
+        float4 v = *reinterpret_cast<const float4*>(&sY[0][sc][sp * P + e]);
+#pragma unroll
+        for (int g = 1; g < YQ; g++) {
+          const float4 w = *reinterpret_cast<const float4*>(&sY[g][sc][sp * P + e]);
+          v.x += w.x, v.y += w.y, v.z += w.z, v.w += w.w;
+        }
         y[e] = v.x, y[e + 1] = v.y, y[e + 2] = v.z, y[e + 3] = v.w;
       }
       const gpu::Pack<T> cu = gpu::load_pack(&sUZ[sc][0][sp * P]), cz = gpu::load_pack(&sUZ[sc][1][sp * P]);
@@ -251,8 +286,8 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, kMinThreadsPerSM / (kCB * Q)) scan_
         float bb[S], cv[S];
 #pragma unroll
         for (int j = 0; j < S; j += 4) {
-          const float4 vb = *reinterpret_cast<const float4*>(&sB[t + s][q * S + j]);
-          const float4 vc = *reinterpret_cast<const float4*>(&sC[t + s][q * S + j]);
+          const float4 vb = *reinterpret_cast<const float4*>(&sBC[t + s][0][q * S + j]);
+          const float4 vc = *reinterpret_cast<const float4*>(&sBC[t + s][1][q * S + j]);
           bb[j] = vb.x, bb[j + 1] = vb.y, bb[j + 2] = vb.z, bb[j + 3] = vb.w;
           cv[j] = vc.x, cv[j + 1] = vc.y, cv[j + 2] = vc.z, cv[j + 3] = vc.w;
         }
@@ -264,10 +299,15 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, kMinThreadsPerSM / (kCB * Q)) scan_
           y[s] = j == 0 ? cv[j] * h[j] : fmaf(cv[j], h[j], y[s]);
         }
       }
-      int off = 0;
-      fold_lanes<Q / 2, kU>(y, lane, off);
+      if constexpr (SPLIT) {
+        static_assert(kU == 4, "one float4 of partial y per thread and iteration");
+        *reinterpret_cast<float4*>(&sY[q][cc][t]) = make_float4(y[0], y[1], y[2], y[3]);
+      } else {
+        int off = 0;
+        fold_lanes<Q / 2, kU>(y, lane, off);
 #pragma unroll
-      for (int i = 0; i < kU / Q; i++) sY[cc][t + off + i] = y[i];
+        for (int i = 0; i < kU / Q; i++) sY[0][cc][t + off + i] = y[i];
+      }
     }
     const int64_t te = int64_t(k + 1) * kTT;
     if (te % kChunk == 0 || te >= L) {  // the state after chunk c: what the backward and generation start from
@@ -281,10 +321,10 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, kMinThreadsPerSM / (kCB * Q)) scan_
   store_out(tiles - 1);
 }
 
-template <class T, int Q, int POLY>
+template <class T, int Q, int POLY, bool SPLIT = false>
 void launch_seq(const SeqParams& p, int64_t batches, bool vec) {
   const unsigned grid = unsigned(batches * p.G * p.blocks_per_group);
-  auto kernel = vec ? scan_fwd_seq_kernel<T, true, Q, POLY> : scan_fwd_seq_kernel<T, false, Q, POLY>;
+  auto kernel = vec ? scan_fwd_seq_kernel<T, true, Q, POLY, SPLIT> : scan_fwd_seq_kernel<T, false, Q, POLY, SPLIT>;
   kernel<<<grid, kCB * Q, 0, gpu::stream()>>>(p);
   ANVIL_LAUNCH_CHECK();
 }
@@ -303,7 +343,7 @@ int selective_scan_variant() {
 bool selective_scan_fwd_seq_gpu(int variant, const Tensor& u, const Tensor& delta, const Tensor& A,
                                 const Tensor& Bm, const Tensor& Cm, const Tensor& D_skip, const Tensor& z,
                                 const Tensor& delta_bias, bool delta_softplus, Tensor& out, Tensor& states) {
-  if (variant < 1 || variant > 4 || A.size(1) > kNP) return false;
+  if (variant < 1 || variant > 7 || A.size(1) > kNP) return false;
   SeqParams p;
   p.u = u.data_ptr();
   p.delta = delta.data_ptr();
@@ -332,6 +372,9 @@ bool selective_scan_fwd_seq_gpu(int variant, const Tensor& u, const Tensor& delt
       case 2: launch_seq<T, 4, 2>(p, batches, vec); break;  // 12.5% polynomial
       case 3: launch_seq<T, 4, 4>(p, batches, vec); break;  // 25% polynomial
       case 4: launch_seq<T, 2, 4>(p, batches, vec); break;  // 2 lanes x 8 states, 12.5% polynomial
+      case 5: launch_seq<T, 4, 0, true>(p, batches, vec); break;  // 4 warps x 4 states, broadcast Bm/Cm
+      case 6: launch_seq<T, 4, 2, true>(p, batches, vec); break;  // the same, 12.5% polynomial
+      case 7: launch_seq<T, 2, 0, true>(p, batches, vec); break;  // 2 warps x 8 states, broadcast Bm/Cm
     }
   });
   return true;
