@@ -88,6 +88,89 @@ void scale_cases(std::vector<OpCase>& out) {
     }
 }
 
+// Inputs over [-4, 6]: A_log = log(1..256) and below, outputs from -403 to -0.018. The tolerance allows 2 ulp
+// for expf (CUDA's documented bound) on top of the output rounding.
+void neg_exp_cases(std::vector<OpCase>& out) {
+  const DType f32 = DType::f32;
+  for (int64_t n : kSizes) {
+    OpCase c{"elementwise", str("neg_exp(f32,[", n, "])")};
+    c.test = [=](const Ctx& ctx) {
+      auto x = rand_uniform(size_t(n), ctx.seed, 1, -4.f, 6.f, f32);
+      std::vector<double> ref(static_cast<size_t>(n));
+      neg_exp_ref(to_double(x).data(), ref.data(), n);
+      Tensor tx = make(x, {n}, f32, ctx.device), to = Tensor::empty({n}, f32, ctx.device);
+      neg_exp(tx, to);
+      neg_exp(tx, tx);  // out aliasing x
+      const double tol = derived_tol(f32, 4, 2);
+      return std::vector<Check>{compare("out", to, ref, tol), compare("out = x", tx, ref, tol)};
+    };
+    out.push_back(c);
+  }
+}
+
+// alpha = 1 is also checked bit for bit against acc + a * b in f32: the GPU must not fuse it into an FMA.
+void addcmul_cases(std::vector<OpCase>& out) {
+  const DType f32 = DType::f32;
+  for (float alpha : {1.f, -0.37f})
+    for (int64_t n : kSizes) {
+      OpCase c{"elementwise", str("addcmul_(f32,[", n, "],alpha=", fmt_g(alpha), ")")};
+      c.test = [=](const Ctx& ctx) {
+        auto acc = rand_normal(size_t(n), ctx.seed, 1, 1.f, f32), a = rand_normal(size_t(n), ctx.seed, 2, 1.f, f32);
+        auto b = rand_normal(size_t(n), ctx.seed, 3, 1.f, f32);
+        std::vector<double> ref = to_double(acc);
+        addcmul_inplace_ref(ref.data(), to_double(a).data(), to_double(b).data(), alpha, n);
+        Tensor tacc = make(acc, {n}, f32, ctx.device), ta = make(a, {n}, f32, ctx.device);
+        addcmul_(tacc, ta, make(b, {n}, f32, ctx.device), alpha);
+        // Three roundings: alpha * a, then * b, then the add.
+        std::vector<Check> r = {compare("acc", tacc, ref, derived_tol(f32, 3, 2))};
+        if (alpha == 1.f) {
+          const auto got = tacc.to_floats();
+          int64_t bad = 0;
+          for (size_t i = 0; i < got.size(); i++) {
+            const float p = a[i] * b[i];
+            bad += f32_bits(got[i]) != f32_bits(acc[i] + p);
+          }
+          r.push_back({bad == 0, str("acc == acc + fl(a * b) bit for bit: ", bad, " of ", n, " differ")});
+        }
+        return r;
+      };
+      out.push_back(c);
+    }
+}
+
+// An Error whose message contains `needle`, or a failed Check saying what happened instead.
+Check expect_error(const std::string& what, const std::string& needle, const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    const bool ok = std::string(e.what()).find(needle) != std::string::npos;
+    return {ok, str(what, ": ", ok ? "threw " : "threw without '" + needle + "': ", e.what())};
+  }
+  return {false, str(what, ": no error (expected one naming '", needle, "')")};
+}
+
+// Bad arguments of the f32-only ops: each must throw anvil::Error naming the argument.
+void f32_op_error_cases(std::vector<OpCase>& out) {
+  OpCase c{"elementwise", "neg_exp/addcmul_(errors)"};
+  c.test = [](const Ctx& ctx) {
+    auto T = [&](Shape s, DType dt) { return Tensor::zeros(s, dt, ctx.device); };
+    Tensor x = T({4, 8}, DType::f32), y = T({4, 8}, DType::f32), z = T({4, 8}, DType::f32), none;
+    Tensor h = T({4, 8}, DType::bf16), x7 = T({7}, DType::f32), xt = T({8, 4}, DType::f32).transpose(0, 1);
+    return std::vector<Check>{
+        expect_error("neg_exp bf16 x", "x of dtype f32", [&] { neg_exp(h, y); }),
+        expect_error("neg_exp bf16 out", "out of dtype f32", [&] { neg_exp(x, h); }),
+        expect_error("neg_exp out size", "out with 32 elements", [&] { neg_exp(x, x7); }),
+        expect_error("neg_exp strided x", "x contiguous", [&] { neg_exp(xt, y); }),
+        expect_error("neg_exp undefined out", "out to be a tensor", [&] { neg_exp(x, none); }),
+        expect_error("addcmul_ bf16 acc", "acc of dtype f32", [&] { addcmul_(h, x, y); }),
+        expect_error("addcmul_ bf16 b", "b of dtype f32", [&] { addcmul_(z, x, h); }),
+        expect_error("addcmul_ a size", "a with 32 elements", [&] { addcmul_(z, x7, y); }),
+        expect_error("addcmul_ strided b", "b contiguous", [&] { addcmul_(z, x, xt); }),
+        expect_error("addcmul_ alpha inf", "finite alpha", [&] { addcmul_(z, x, y, INFINITY); })};
+  };
+  out.push_back(c);
+}
+
 // Every pair of float dtypes. Scales: an FP8 source is dequantised (x2); a float source into FP8 is
 // quantised with 1/128, so N(0,1) inputs reach past 240 and 448 (the e4m3 maxima) and saturation is tested;
 // float -> float divides by 0.75 (a reciprocal that is not exact in binary).
@@ -168,6 +251,9 @@ std::vector<OpCase> cases() {
   add_cases(out);
   add_inplace_cases(out);
   scale_cases(out);
+  neg_exp_cases(out);
+  addcmul_cases(out);
+  f32_op_error_cases(out);
   cast_cases(out);
   reduction_cases(out);
   return out;

@@ -65,6 +65,35 @@ void scale_(Tensor& x, float s) {
 #endif
 }
 
+void neg_exp(const Tensor& x, Tensor& out) {
+  const char* op = "neg_exp";
+  check_contiguous(op, "x", x);
+  check_dtype(op, "x", x, DType::f32);
+  check_like(op, "out", out, x, "x");
+  check_dtype(op, "out", out, DType::f32);
+  if (x.numel() == 0) return;
+  if (x.device().is_cpu()) return elementwise_neg_exp_cpu(x, out);
+#ifdef ANVIL_HAS_GPU
+  return elementwise_neg_exp_gpu(x, out);
+#endif
+}
+
+void addcmul_(Tensor& acc, const Tensor& a, const Tensor& b, float alpha) {
+  const char* op = "addcmul_";
+  check_contiguous(op, "acc", acc);
+  check_dtype(op, "acc", acc, DType::f32);
+  check_like(op, "a", a, acc, "acc");
+  check_dtype(op, "a", a, DType::f32);
+  check_like(op, "b", b, acc, "acc");
+  check_dtype(op, "b", b, DType::f32);
+  ANVIL_CHECK(std::isfinite(alpha), op, "a finite alpha", alpha);
+  if (acc.numel() == 0) return;
+  if (acc.device().is_cpu()) return elementwise_addcmul_inplace_cpu(acc, a, b, alpha);
+#ifdef ANVIL_HAS_GPU
+  return elementwise_addcmul_inplace_gpu(acc, a, b, alpha);
+#endif
+}
+
 void cast(const Tensor& src, Tensor& dst, float scale) {
   const char* op = "cast";
   check_contiguous(op, "src", src);

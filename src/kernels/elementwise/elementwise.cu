@@ -56,6 +56,34 @@ struct ScaleOp {
   }
   __device__ void one(int64_t i) const { x[i] = from_f32<T>(to_f32(x[i]) * s); }
 };
+struct NegExpOp {
+  const float* x;
+  float* out;
+  template <int P> __device__ void vec(int64_t i) const {
+    auto v = load_vec<float, P>(x + i);
+#pragma unroll
+    for (int k = 0; k < P; k++) v.v[k] = -expf(v.v[k]);
+    store_vec(out + i, v);
+  }
+  __device__ void one(int64_t i) const { out[i] = -expf(x[i]); }
+};
+// anvil_mul_rn rounds each product on its own: a plain `acc + alpha * a * b` would be contracted into an FMA,
+// which rounds once and so can differ from the CPU in the last bit.
+struct AddcmulInplaceOp {
+  float* acc;
+  const float* a;
+  const float* b;
+  float alpha;
+  __device__ float term(float x, float y) const { return anvil_mul_rn(anvil_mul_rn(alpha, x), y); }
+  template <int P> __device__ void vec(int64_t i) const {
+    auto s = load_vec<float, P>(acc + i);
+    const auto x = load_vec<float, P>(a + i), y = load_vec<float, P>(b + i);
+#pragma unroll
+    for (int k = 0; k < P; k++) s.v[k] += term(x.v[k], y.v[k]);
+    store_vec(acc + i, s);
+  }
+  __device__ void one(int64_t i) const { acc[i] += term(a[i], b[i]); }
+};
 template <class TS, class TD>
 struct CastOp {
   const TS* src;
@@ -199,6 +227,17 @@ void elementwise_scale_gpu(Tensor& x, float s) {
   ANVIL_DISPATCH_FLOAT(x.dtype(), T, {
     launch_map<pack_of<T, T>()>(ScaleOp<T>{x.data<T>(), s}, x.numel(), gpu::aligned16(x.data_ptr()));
   });
+}
+
+void elementwise_neg_exp_gpu(const Tensor& x, Tensor& out) {
+  const bool aligned = gpu::aligned16(x.data_ptr()) && gpu::aligned16(out.data_ptr());
+  launch_map<pack_of<float, float>()>(NegExpOp{x.data<float>(), out.data<float>()}, x.numel(), aligned);
+}
+
+void elementwise_addcmul_inplace_gpu(Tensor& acc, const Tensor& a, const Tensor& b, float alpha) {
+  const bool aligned = gpu::aligned16(acc.data_ptr()) && gpu::aligned16(a.data_ptr()) && gpu::aligned16(b.data_ptr());
+  launch_map<pack_of<float, float>()>(AddcmulInplaceOp{acc.data<float>(), a.data<float>(), b.data<float>(), alpha},
+                                      acc.numel(), aligned);
 }
 
 void elementwise_cast_gpu(const Tensor& src, Tensor& dst, float scale) {

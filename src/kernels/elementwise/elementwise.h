@@ -14,6 +14,10 @@ namespace anvil {
 void add(const Tensor& a, const Tensor& b, Tensor& out);     // out = a + b; all one dtype; out may alias a or b
 void add_(Tensor& acc, const Tensor& x, float alpha = 1.f);  // acc += alpha * x; acc f32 or x's dtype
 void scale_(Tensor& x, float s);                              // x *= s
+void neg_exp(const Tensor& x, Tensor& out);  // out = -exp(x); f32 only; out may alias x
+// acc += alpha * a * b; f32 only. The product is rounded before the add (the GPU kernel does not fuse them
+// into an FMA), so the GPU gives the CPU build's bits and alpha = 1 is exactly acc + fl(a * b).
+void addcmul_(Tensor& acc, const Tensor& a, const Tensor& b, float alpha = 1.f);
 // dst = src / scale (quantise: a float src into any dst, FP8 or not), or, when src is FP8, dst = src * scale
 // (dequantise; also FP8 -> FP8). scale > 0 and finite, a host float. Computed as src * (1/scale) in f32
 // (the reciprocal rounded once: within one f32 ulp of the division), then rounded RNE into dst. The same
@@ -28,6 +32,8 @@ void amax(const Tensor& x, Tensor& out);         // out (1) f32 = max|x|, 0 when
 void add_ref(const double* a, const double* b, double* out, int64_t N);
 void add_inplace_ref(double* acc, const double* x, double alpha, int64_t N);
 void scale_ref(double* x, double s, int64_t N);
+void neg_exp_ref(const double* x, double* out, int64_t N);
+void addcmul_inplace_ref(double* acc, const double* a, const double* b, double alpha, int64_t N);
 void cast_ref(const double* src, double* dst, double scale, bool src_is_fp8, int64_t N);
 void sum_squares_ref(const double* x, double* out, int64_t N);
 void amax_ref(const double* x, double* out, int64_t N);
@@ -36,12 +42,16 @@ void amax_ref(const double* x, double* out, int64_t N);
 void elementwise_add_cpu(const Tensor& a, const Tensor& b, Tensor& out);
 void elementwise_add_inplace_cpu(Tensor& acc, const Tensor& x, float alpha);
 void elementwise_scale_cpu(Tensor& x, float s);
+void elementwise_neg_exp_cpu(const Tensor& x, Tensor& out);
+void elementwise_addcmul_inplace_cpu(Tensor& acc, const Tensor& a, const Tensor& b, float alpha);
 void elementwise_cast_cpu(const Tensor& src, Tensor& dst, float scale);
 void elementwise_sum_squares_cpu(const Tensor& x, Tensor& out);
 void elementwise_amax_cpu(const Tensor& x, Tensor& out);
 void elementwise_add_gpu(const Tensor& a, const Tensor& b, Tensor& out);
 void elementwise_add_inplace_gpu(Tensor& acc, const Tensor& x, float alpha);
 void elementwise_scale_gpu(Tensor& x, float s);
+void elementwise_neg_exp_gpu(const Tensor& x, Tensor& out);
+void elementwise_addcmul_inplace_gpu(Tensor& acc, const Tensor& a, const Tensor& b, float alpha);
 void elementwise_cast_gpu(const Tensor& src, Tensor& dst, float scale);
 void elementwise_sum_squares_gpu(const Tensor& x, Tensor& out);
 void elementwise_amax_gpu(const Tensor& x, Tensor& out);

@@ -27,6 +27,15 @@ void scale_impl(T* x, float s, int64_t n) {
 #pragma omp parallel for
   for (int64_t i = 0; i < n; i++) x[i] = from_f32<T>(to_f32(x[i]) * s);
 }
+void neg_exp_impl(const float* x, float* out, int64_t n) {
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; i++) out[i] = -std::exp(x[i]);
+}
+// Two roundings, product then sum: the x86-64 baseline this builds for has no FMA to contract them into.
+void addcmul_inplace_impl(float* acc, const float* a, const float* b, float alpha, int64_t n) {
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; i++) acc[i] += alpha * a[i] * b[i];
+}
 template <class TS, class TD>
 void cast_impl(const TS* src, TD* dst, float factor, int64_t n) {
 #pragma omp parallel for
@@ -76,6 +85,12 @@ void elementwise_add_inplace_cpu(Tensor& acc, const Tensor& x, float alpha) {
 }
 void elementwise_scale_cpu(Tensor& x, float s) {
   ANVIL_DISPATCH_FLOAT(x.dtype(), T, scale_impl<T>(x.data<T>(), s, x.numel()));
+}
+void elementwise_neg_exp_cpu(const Tensor& x, Tensor& out) {
+  neg_exp_impl(x.data<float>(), out.data<float>(), x.numel());
+}
+void elementwise_addcmul_inplace_cpu(Tensor& acc, const Tensor& a, const Tensor& b, float alpha) {
+  addcmul_inplace_impl(acc.data<float>(), a.data<float>(), b.data<float>(), alpha, acc.numel());
 }
 void elementwise_cast_cpu(const Tensor& src, Tensor& dst, float scale) {
   if (src.dtype() == dst.dtype() && scale == 1.f) return void(std::memcpy(dst.data_ptr(), src.data_ptr(), src.nbytes()));

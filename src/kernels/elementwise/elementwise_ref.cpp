@@ -14,6 +14,12 @@ void add_inplace_ref(double* acc, const double* x, double alpha, int64_t N) {
 void scale_ref(double* x, double s, int64_t N) {
   for (int64_t i = 0; i < N; i++) x[i] *= s;
 }
+void neg_exp_ref(const double* x, double* out, int64_t N) {
+  for (int64_t i = 0; i < N; i++) out[i] = -std::exp(x[i]);
+}
+void addcmul_inplace_ref(double* acc, const double* a, const double* b, double alpha, int64_t N) {
+  for (int64_t i = 0; i < N; i++) acc[i] += alpha * a[i] * b[i];
+}
 // Quantising divides by the scale, dequantising (an FP8 source) multiplies by it.
 void cast_ref(const double* src, double* dst, double scale, bool src_is_fp8, int64_t N) {
   for (int64_t i = 0; i < N; i++) dst[i] = src_is_fp8 ? src[i] * scale : src[i] / scale;

@@ -91,14 +91,9 @@ Param& MambaModel::param(const std::string& name) {
   ANVIL_THROW("MambaModel::param", "a Mamba parameter name", "'" + name + "'");
 }
 
-// A = -exp(A_log), (D, N) f32 per layer. Tiny (D*N values per layer), so it is computed on the host: one
-// round trip per layer whenever the weights change, never per token.
+// A = -exp(A_log), (D, N) f32 per layer, whenever the weights change (never per token).
 void MambaModel::refresh_A() {
-  for (auto& ly : layers_) {
-    std::vector<float> a = ly.A_log->weight.to_floats();
-    for (float& v : a) v = -std::exp(v);
-    ly.A.copy_(Tensor::from_floats(a, ly.A.shape(), DType::f32, device_));
-  }
+  for (auto& ly : layers_) neg_exp(ly.A_log->weight, ly.A);
 }
 
 void MambaModel::sync_weights() {

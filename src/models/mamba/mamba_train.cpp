@@ -182,9 +182,6 @@ float MambaModel::loss_and_backward(const Tensor& ids_in, const Tensor& targets_
   cross_entropy_bwd(head.dloss, nf, lm_head_->weight, targets, head.lse, dnf, lm_head_->grad);
   Tensor dh = E({NT, C}, dtype_);  // d(residual stream after the last layer) = d(mixer output) too
   add_rms_norm_bwd(dnf, none, acts.h_final, final_norm_->weight, acts.rstd_final, dh, final_norm_->grad);
-  // dA per layer (f32, zeroed): turned into dA_log after the loop, so the host round trip drains the stream
-  // once per backward rather than once per layer.
-  std::vector<Tensor> dA(layers_.size());
   for (int64_t l = int64_t(layers_.size()) - 1; l >= 0; l--) {
     MambaLayer& ly = layers_[size_t(l)];
     MambaLayerActs& la = acts.layers[size_t(l)];
@@ -199,11 +196,11 @@ float MambaModel::loss_and_backward(const Tensor& ids_in, const Tensor& targets_
     Tensor dxc = E({B, D, T}, dtype_), ddelta = E({B, D, T}, dtype_), dz = E({B, D, T}, dtype_);
     Tensor dB = E({B, N, T}, dtype_), dC = E({B, N, T}, dtype_);
     Tensor dB4 = dB.view({B, 1, N, T}), dC4 = dC.view({B, 1, N, T});
-    Tensor& dAl = dA[size_t(l)];
-    dAl = Tensor::zeros({D, N}, DType::f32, device_);
+    Tensor dA = Tensor::zeros({D, N}, DType::f32, device_);  // f32, zeroed: the scan accumulates into it
     selective_scan_bwd(dy, a.xc, a.delta, ly.A, a.Bm.view({B, 1, N, T}), a.Cm.view({B, 1, N, T}),
-                       ly.D_skip->weight, a.z, ly.dt_bias->weight, true, a.states, dxc, ddelta, dAl, dB4, dC4,
+                       ly.D_skip->weight, a.z, ly.dt_bias->weight, true, a.states, dxc, ddelta, dA, dB4, dC4,
                        ly.D_skip->grad, dz, ly.dt_bias->grad);
+    addcmul_(ly.A_log->grad, dA, ly.A);  // A = -exp(A_log): dA_log += dA * A
     // dt_proj: delta_b = W_dt dtr_b.  ddtr_b (R, T) = W_dt^T ddelta_b;  dW_dt += ddelta_b dtr_b^T.
     // x_proj: [dtr; B; C]_b = W_xp xc_b.  dxc_b += W_xp_rows^T [ddtr; dB; dC]_b;  dW_xp rows += [..]_b xc_b^T.
     Tensor ddtr = E({B, R, T}, dtype_);
@@ -244,13 +241,6 @@ float MambaModel::loss_and_backward(const Tensor& ids_in, const Tensor& targets_
     }
     dh = dh_prev;
     la = MambaLayerActs{};  // this layer's backward is done: its activations go back to the allocator
-  }
-  // A = -exp(A_log): dA_log += dA * A. A (D, N) product per layer, done on the host like refresh_A (tiny:
-  // D*N values; no elementwise-product kernel exists).
-  for (size_t l = 0; l < layers_.size(); l++) {
-    auto g = dA[l].to_floats(), av = layers_[l].A.to_floats();
-    for (size_t k = 0; k < g.size(); k++) g[k] *= av[k];
-    add_(layers_[l].A_log->grad, Tensor::from_floats(g, {D, N}, DType::f32, device_));
   }
   return head.mean;
 }

@@ -20,6 +20,10 @@ __device__ __forceinline__ float anvil_exp2_ftz(float x) {
 }
 #define ANVIL_EXP2_FTZ(x) anvil_exp2_ftz(x)
 
+// x * y rounded on its own: nvcc never fuses __fmul_rn with an add that follows into one FMA (a plain `*`
+// would be, under the default --fmad=true).
+__device__ __forceinline__ float anvil_mul_rn(float x, float y) { return __fmul_rn(x, y); }
+
 // Four e4m3fn bytes (byte i of w is weight i) to f32, exactly: every e4m3 value is an f16 value. sm_89 and later
 // convert two bytes per instruction in hardware (cvt.rn.f16x2.e4m3x2), 6 instructions for 4 weights instead of
 // ~20 integer ops of the bit-placement decode; NaN codes come out as NaN. Elsewhere ANVIL_HAS_E4M3_CVT is unset

@@ -17,6 +17,14 @@
 // exp2f, which lowers to v_exp_f32.
 #define ANVIL_EXP2_FTZ(x) exp2f(x)
 
+// x * y rounded on its own, never fused with an add that follows into one FMA (cuda.h: __fmul_rn). clang's
+// HIP __fmul_rn is a plain `*`, and HIP compiles with -ffp-contract=fast-honor-pragmas: without the pragma
+// `acc + anvil_mul_rn(a, b)` became a v_fmac_f32 (one rounding instead of two).
+__device__ __forceinline__ float anvil_mul_rn(float x, float y) {
+#pragma clang fp contract(off)
+  return x * y;
+}
+
 // Early launch does not exist on HIP: see cuda.h.
 __device__ __forceinline__ void anvil_wait_prior_grid() {}
 __device__ __forceinline__ void anvil_allow_next_grid() {}
