@@ -7,13 +7,14 @@
 // so the kernel is bounded by the MUFU unit (671 M exponentials at 16/clk/SM = 161 µs at the target shape);
 // POLY of every 4*S exponentials (4 steps x S states) run as a polynomial on the FMA pipe to take load off it.
 //
-// Block: 32 channels of one (batch, group), Q lanes per channel (adjacent lanes), each lane S = 16/Q states
-// (N <= 16; states past N are padded with A = B = C = 0, which keeps h = 0). Time goes in tiles of kTT steps:
-// the block stages the tile's Bm/Cm (f32, [t][n]) and its channels' (dt, dt*u) in shared memory once — bf16
-// unpacked, softplus evaluated, once per block instead of once per lane — while the next tile's global loads
-// are in flight in registers. Per step the Q lanes of a channel add their partial y with a recursive-halving
-// shuffle (every lane ends with U/Q finished steps), the finished y go to shared memory, and the tile's output
-// is gated (z), skipped (D u) and stored as 16-byte packs by the threads that loaded u and z.
+// Block: 32 channels of one (batch, group), Q lanes per channel, each lane S = 16/Q states (N <= 16; states past
+// N are padded with A = B = C = 0, which keeps h = 0). The Q lanes of a channel are adjacent (variants 1-4: they
+// add their partial y with a recursive-halving shuffle per step) or in Q different warps (SPLIT, variants 5-7 and
+// the default: each warp reads one Bm/Cm float4 per step as a broadcast, and the partial y meet in shared memory
+// at the tile's output). Time goes in tiles of kTT steps: the block stages the tile's Bm/Cm (f32, [t][B|C][n])
+// and its channels' (dt, dt*u) in shared memory once — bf16 unpacked, softplus evaluated, once per block instead
+// of once per lane — while the next tile's global loads are in flight in registers; the tile's output is gated
+// (z), skipped (D u) and stored as 16-byte packs by the threads that loaded u and z.
 #include <cstdlib>
 #include <initializer_list>
 
@@ -335,7 +336,9 @@ void launch_seq(const SeqParams& p, int64_t batches, bool vec) {
 int selective_scan_variant() {
   static const int v = [] {
     const char* e = std::getenv("ANVIL_SCAN_VARIANT");
-    return e && *e ? std::atoi(e) : 1;  // 1: measured fastest on the H200 (412 us vs 422-452 for 2-3, 724 for 0)
+    // 5: measured fastest on the H200 (347-349 us against 357-364 for 1, once the prefetch stayed raw; before
+    // that fix 415 against 427); docs/mamba_kernels.md has every variant's numbers.
+    return e && *e ? std::atoi(e) : 5;
   }();
   return v;
 }
