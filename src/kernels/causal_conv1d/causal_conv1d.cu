@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(kThreads) conv_bwd_kernel(const T* __restrict_
                                                             T* __restrict__ dx, float* __restrict__ dw,
                                                             float* __restrict__ dbias, int D, int64_t L, int reps) {
   constexpr int P = gpu::Pack<T>::N;
-  __shared__ float scratch[gpu::kWarpSize];
+  __shared__ float red[kThreads / gpu::kWarpSize][W + 1];
   const int64_t row = blockIdx.x;
   const int d = int(row % D);
   const T* xr = x + row * L;
@@ -160,13 +160,25 @@ __global__ void __launch_bounds__(kThreads) conv_bwd_kernel(const T* __restrict_
     }
     store_run<T, VEC, P>(dx + row * L, t0, L, o);
   }
+  // The W+1 block sums in one pass: warp sums by shuffles, one barrier, then thread k adds the warps' k-th
+  // values and does tap k's atomic. At L = 2048 a block has only two packs per thread (one row), and W+1
+  // separate block_sum calls cost 2(W+1) = 10 barriers per block.
+  constexpr int kWarps = kThreads / gpu::kWarpSize;
+  const int lane = int(threadIdx.x) % gpu::kWarpSize, warp = int(threadIdx.x) / gpu::kWarpSize;
 #pragma unroll
-  for (int k = 0; k <= W; k++) {
-    const float s = gpu::block_sum(part[k], scratch);
-    if (threadIdx.x == 0) {
-      if (k < W) atomicAdd(dw + d * W + k, s);
-      else if (dbias) atomicAdd(dbias + d, s);
-    }
+  for (int k = 0; k <= W; k++) part[k] = gpu::warp_sum(part[k]);
+  if (lane == 0) {
+#pragma unroll
+    for (int k = 0; k <= W; k++) red[warp][k] = part[k];
+  }
+  __syncthreads();
+  const int k = int(threadIdx.x);
+  if (k <= W) {
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < kWarps; i++) s += red[i][k];
+    if (k < W) atomicAdd(dw + d * W + k, s);
+    else if (dbias) atomicAdd(dbias + d, s);
   }
 }
 
