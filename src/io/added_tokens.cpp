@@ -73,9 +73,11 @@ size_t prev_start(std::string_view s, size_t i) {
   do --i; while (i > 0 && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80);
   return i;
 }
-// Unicode \w (letters, marks, numbers, connector punctuation), as the Rust regex crate's.
+// Unicode \w as the Rust regex crate (which the Python library runs) defines it: Alphabetic, marks, decimal
+// digits (Nd only: superscripts such as U+00B2 are No and do not join a word), connector punctuation and the
+// two join controls. \p{N} here had made "ŋŋ²" fail a single_word token's boundary test that the library passes.
 bool is_word_char(uint32_t cp) {
-  static const Regex word(R"(^[\p{L}\p{M}\p{N}\p{Pc}])", false, "word-character class");
+  static const Regex word(R"(^[\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}])", false, "word-character class");
   std::string s;
   unicode::utf8_append(s, cp);
   std::vector<Regex::Match> m;
