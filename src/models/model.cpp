@@ -16,6 +16,7 @@ void CausalLM::zero_grad() {
 void CausalLM::sync_weights() {
   for (auto& p : params())
     if (p.master.defined() && p.master.data_ptr() != p.weight.data_ptr()) cast(p.master, p.weight);
+  refresh_derived();
 }
 
 }  // namespace anvil

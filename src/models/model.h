@@ -65,8 +65,14 @@ class CausalLM {
   virtual float forward_loss(const Tensor& ids, const Tensor& targets) = 0;
   virtual std::vector<Param>& params() = 0;
   void zero_grad();
-  // After the optimizer changed the fp32 masters: refresh the compute copies (a no-op when they are the same).
+  // After the fp32 masters changed (loading, an optimizer step that could not write every compute copy): refresh
+  // the compute copies (a no-op when they are the same tensor), then refresh_derived(). Overrides call
+  // refresh_derived() too.
   virtual void sync_weights();
+  // Recomputes the state a model derives from its fp32 masters other than the compute copies (Mamba's
+  // A = -exp(A_log)). The optimizer calls it after every step that wrote every compute copy itself, instead of
+  // sync_weights(). Default: nothing derived.
+  virtual void refresh_derived() {}
 
   // ---- inference ----
   virtual std::unique_ptr<InferState> new_state(int batch, int max_len) = 0;

@@ -21,6 +21,18 @@ AdamW::AdamW(CausalLM& model) : model_(model) {
                 str("'", p.name, "' without them (load the model with trainable = true)"));
     m_.push_back(Tensor::zeros(p.master.shape(), DType::f32, p.master.device()));
     v_.push_back(Tensor::zeros(p.master.shape(), DType::f32, p.master.device()));
+    // The kernels work on flat (n) buffers: contiguous views of any parameter shape.
+    AdamWTensor t;
+    t.param = p.master.view({-1});
+    t.grad = p.grad.view({-1});
+    t.m = m_.back().view({-1});
+    t.v = v_.back().view({-1});
+    if (separate_copy(p) && p.weight.dtype() != DType::f32 && p.weight.is_contiguous())
+      t.param_out = p.weight.view({-1});
+    else if (separate_copy(p))
+      copies_unwritten_ = true;  // param_out stays undefined: sync_weights() casts this copy after each step
+    ts_.push_back(t);
+    grads_.push_back(p.grad);
   }
 }
 
@@ -28,7 +40,7 @@ double AdamW::grad_norm() {
   auto& ps = model_.params();
   if (ps.empty()) return 0;
   Tensor acc = Tensor::zeros({1}, DType::f32, ps[0].grad.device());
-  for (Param& p : ps) sum_squares(p.grad, acc);
+  grad_sum_squares_multi(grads_, acc);
   return std::sqrt(double(acc.item()));
 }
 
@@ -43,27 +55,26 @@ std::string AdamW::first_nonfinite_grad() {
 
 void AdamW::step(const OptimConfig& o, double lr, double grad_scale) {
   step_++;
-  bool all_written = true;  // every compute copy written by adamw_step itself
   auto& ps = model_.params();
-  for (size_t i = 0; i < ps.size(); i++) {
-    Param& p = ps[i];
-    AdamWParams a;
+  ANVIL_CHECK(ps.size() == ts_.size(), "AdamW::step", str(ts_.size(), " parameters (as at construction)"),
+              ps.size());
+  if (!ps.empty()) {
+    AdamWParams a;  // weight_decay stays 0: each tensor carries its own
     a.lr = float(lr);
     a.beta1 = float(o.beta1);
     a.beta2 = float(o.beta2);
     a.eps = float(o.eps);
-    a.weight_decay = p.decay ? float(o.weight_decay) : 0.f;
     a.step = step_;
     a.grad_scale = float(grad_scale);
-    // The kernel works on flat (n) buffers: contiguous views of any parameter shape.
-    Tensor w = p.master.view({-1}), g = p.grad.view({-1}), m = m_[i].view({-1}), v = v_[i].view({-1}), out;
-    if (separate_copy(p) && p.weight.dtype() != DType::f32 && p.weight.is_contiguous()) out = p.weight.view({-1});
-    else all_written = false;  // out stays undefined: no second output
-    adamw_step(w, g, m, v, a, out);
+    for (size_t i = 0; i < ps.size(); i++) ts_[i].weight_decay = ps[i].decay ? float(o.weight_decay) : 0.f;
+    adamw_step_multi(ts_, a);
   }
-  // f32 training (weight is the master) or copies the kernel cannot write: the model refreshes what it derives
-  // from the masters (a no-op for plain f32 parameters).
-  if (!all_written) model_.sync_weights();
+  // Every compute copy is current when adamw wrote it or it is the master itself: then only the state derived
+  // from the masters needs refreshing. sync_weights() casts every parameter again (one launch each: 242 for
+  // Mamba-130m), so it runs only for a separate copy adamw could not write (f32 or strided); it refreshes the
+  // derived state too.
+  if (copies_unwritten_) model_.sync_weights();
+  else model_.refresh_derived();
 }
 
 void AdamW::save(const std::string& path) const {

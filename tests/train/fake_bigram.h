@@ -35,9 +35,12 @@ class FakeBigram final : public CausalLM {
   std::vector<Param>& params() override { return params_; }
 
   void sync_weights() override {
+    syncs++;
     for (Param& p : params_)
       if (p.weight.data_ptr() != p.master.data_ptr()) p.weight.copy_(round_copy(p.master));
+    refresh_derived();
   }
+  void refresh_derived() override { refreshes++; }  // nothing derived: counted for the optimizer's tests
 
   float forward_backward(const Tensor& ids, const Tensor& targets, float grad_weight, const TrainOptions&) override {
     calls_++;
@@ -64,6 +67,7 @@ class FakeBigram final : public CausalLM {
 
   bool fail_save = false;
   int64_t nan_at_call = -1;
+  int syncs = 0, refreshes = 0;  // calls of sync_weights() and refresh_derived()
 
  private:
   Tensor round_copy(const Tensor& master) const {

@@ -1,4 +1,5 @@
-// fp64 reference for one AdamW step (torch.optim.AdamW semantics), written to be read.
+// fp64 references for one AdamW step (torch.optim.AdamW semantics) and the squared global gradient norm,
+// written to be read. adamw_step_multi's reference is adamw_step_ref on each tensor.
 #include <cmath>
 
 #include "kernels/adamw/adamw.h"
@@ -15,6 +16,11 @@ void adamw_step_ref(double* param, const double* grad, double* m, double* v, int
     const double mhat = m[i] / bc1, vhat = v[i] / bc2;
     param[i] -= lr * (mhat / (std::sqrt(vhat) + eps) + weight_decay * param[i]);
   }
+}
+
+void grad_sum_squares_ref(const std::vector<std::vector<double>>& xs, double* out) {
+  for (const auto& x : xs)
+    for (double v : x) out[0] += v * v;
 }
 
 }  // namespace anvil

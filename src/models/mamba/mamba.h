@@ -31,7 +31,7 @@ struct MambaLayer {
   Param* A_log;     // (D, N) f32
   Param* D_skip;    // (D) f32
   Param* out_proj;  // (C, D)
-  Tensor A;         // (D, N) f32 = -exp(A_log), refreshed by sync_weights()
+  Tensor A;         // (D, N) f32 = -exp(A_log), refreshed by refresh_derived()
 };
 
 // What the backward (and the prefill) needs of one mixer. Channel-major unless said.
@@ -66,6 +66,7 @@ class MambaModel final : public CausalLM {
   float forward_loss(const Tensor& ids, const Tensor& targets) override;
   std::vector<Param>& params() override { return params_; }
   void sync_weights() override;
+  void refresh_derived() override { refresh_A(); }
 
   std::unique_ptr<InferState> new_state(int batch, int max_len) override;
   void step(InferState& st, const Tensor& ids, Tensor& logits) override;

@@ -100,7 +100,7 @@ void MambaModel::sync_weights() {
   if (dtype_ != DType::f32)
     for (auto& p : params_)
       if (p.master.defined() && p.master.data_ptr() != p.weight.data_ptr()) cast(p.master, p.weight);
-  refresh_A();
+  refresh_derived();
 }
 
 // transformers' MambaPreTrainedModel._init_weights, in the order it applies them:
