@@ -138,17 +138,6 @@ void addcmul_cases(std::vector<OpCase>& out) {
     }
 }
 
-// An Error whose message contains `needle`, or a failed Check saying what happened instead.
-Check expect_error(const std::string& what, const std::string& needle, const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    const bool ok = std::string(e.what()).find(needle) != std::string::npos;
-    return {ok, str(what, ": ", ok ? "threw " : "threw without '" + needle + "': ", e.what())};
-  }
-  return {false, str(what, ": no error (expected one naming '", needle, "')")};
-}
-
 // Bad arguments of the f32-only ops: each must throw anvil::Error naming the argument.
 void f32_op_error_cases(std::vector<OpCase>& out) {
   OpCase c{"elementwise", "neg_exp/addcmul_(errors)"};

@@ -30,17 +30,6 @@ std::string id_of(const char* what, DType dt, int64_t N, int64_t V, int64_t C) {
   return str(what, "(", dtype_name(dt), ",", shape_str({N, C}), ",V=", V, ")");
 }
 
-// An Error whose message contains `needle`, or a failed Check saying what happened instead.
-Check expect_error(const std::string& what, const std::string& needle, const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    const bool ok = std::string(e.what()).find(needle) != std::string::npos;
-    return {ok, str(what, ": ", ok ? "threw " : "threw without '" + needle + "': ", e.what())};
-  }
-  return {false, str(what, ": no error (expected one naming '", needle, "')")};
-}
-
 std::vector<OpCase> cases() {
   std::vector<OpCase> out;
   struct S { int64_t N, V, C; };

@@ -64,6 +64,21 @@ Check compare(const std::string& what, const std::vector<float>& out, const std:
                  " ref ", ref.empty() ? 0.0 : ref[wi], " (tol ", fmt_g(tol), ", rms ", fmt_g(rms), ")");
   return c;
 }
+Check expect_error(const std::string& what, const std::string& needle, const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    const bool ok = std::string(e.what()).find(needle) != std::string::npos;
+    return {ok, str(what, ": ", e.what(), ok ? "" : str(" (expected to mention '", needle, "')"))};
+  } catch (const std::exception& e) {
+    return {false, str(what, ": not an anvil::Error: ", e.what())};
+  }
+  return {false, str(what, ": no error (expected one naming '", needle, "')")};
+}
+Check expect_error(const std::string& what, const std::function<void()>& fn, const std::string& needle) {
+  return expect_error(what, needle, fn);
+}
+
 Check compare(const std::string& what, const Tensor& out, const std::vector<double>& ref, double tol) {
   return compare(what, out.to_floats(), ref, tol);
 }

@@ -70,6 +70,11 @@ double derived_tol(DType out_dtype, double k_len, double factor);
 Check compare(const std::string& what, const std::vector<float>& out, const std::vector<double>& ref, double tol);
 Check compare(const std::string& what, const Tensor& out, const std::vector<double>& ref, double tol);
 
+// Bad-input checks: passes when `fn` throws anvil::Error whose message contains `needle`; fails naming what
+// happened instead (no error, another message, another exception type). Both argument orders are accepted.
+Check expect_error(const std::string& what, const std::string& needle, const std::function<void()>& fn);
+Check expect_error(const std::string& what, const std::function<void()>& fn, const std::string& needle);
+
 // Central finite differences of scalar L(x) = sum(f(x) * g) for the i-th input, in fp64.
 // `f` maps the full input vector to the output vector; g is the upstream gradient.
 std::vector<double> finite_diff(const std::function<std::vector<double>(const std::vector<double>&)>& f,

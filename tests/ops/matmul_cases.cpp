@@ -181,18 +181,6 @@ void add_linear_cases(std::vector<OpCase>& out) {
 }
 
 // Bad arguments: each must throw anvil::Error naming the problem (never abort or write out of bounds).
-Check expect_error(const std::string& what, const std::function<void()>& fn, const std::string& needle) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    const bool ok = std::string(e.what()).find(needle) != std::string::npos;
-    return {ok, str(what, ": ", e.what(), ok ? "" : str(" (expected to mention '", needle, "')"))};
-  } catch (const std::exception& e) {
-    return {false, str(what, ": not an anvil::Error: ", e.what())};
-  }
-  return {false, str(what, ": no error")};
-}
-
 void add_error_case(std::vector<OpCase>& out) {
   OpCase c{"matmul", "matmul(errors)"};
   c.test = [](const Ctx& ctx) {

@@ -44,19 +44,6 @@ std::vector<Check> run_sg(const Ctx& ctx, const SG& s) {
   return {compare("y", ty, ref, derived_tol(s.y, double(s.K), 2))};
 }
 
-// Bad arguments: each must throw anvil::Error naming the problem.
-Check expect_error(const std::string& what, const std::function<void()>& fn, const std::string& needle) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    const bool ok = std::string(e.what()).find(needle) != std::string::npos;
-    return {ok, str(what, ": ", e.what(), ok ? "" : str(" (expected to mention '", needle, "')"))};
-  } catch (const std::exception& e) {
-    return {false, str(what, ": not an anvil::Error: ", e.what())};
-  }
-  return {false, str(what, ": no error")};
-}
-
 OpCase error_case() {
   OpCase c{"skinny_gemm", "skinny_gemm(errors)"};
   c.test = [](const Ctx& ctx) {
