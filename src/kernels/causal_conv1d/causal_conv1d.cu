@@ -90,9 +90,9 @@ __global__ void __launch_bounds__(kThreads) conv_fwd_kernel(const T* __restrict_
 }
 
 // The backward's block covers `reps` * kThreads packs of a row, one at a time per thread: its W + 1 block
-// reductions (2 barriers each) and atomics are paid once per reps * 1024 bf16 steps. H200, issue shape (L = 2048):
-// 1 rep 46-50% of copy; 2, 4, 8 or 16 reps (the whole row in one block) 58%. ANVIL_CONV_BWD_REPS overrides the
-// default (read once).
+// reduction (one pass, 2 barriers) and atomics are paid once per reps * 1024 bf16 steps. H200, issue shape
+// (L = 2048): 1 rep 59% of copy, 2 or 4 reps (the whole row in one block) 65-66%; with W+1 separate block sums
+// it had been 46-50% and 58%. ANVIL_CONV_BWD_REPS overrides the default (read once).
 int conv_bwd_reps() {
   static const int r = [] {
     const char* e = std::getenv("ANVIL_CONV_BWD_REPS");
