@@ -102,7 +102,7 @@ def emulate(u, delta, A, Bm, Cm, Dskip, z, dbias, softplus, dout):
     gidx = np.tile(grp, Bsz) + np.repeat(np.arange(Bsz), D) * G  # (b, g) of each row
     cur = {}  # tt, tb of the sub-tile being reduced
 
-    def reduce(r, vCs, vBs, gB, dtw, ys):  # the round's reducers (variant 3; variant 2's are inline below)
+    def reduce(r, vCs, vBs, gB, dtw, ys):  # a round's reducers (both variants)
         nonlocal dD, ddb
         tt, tb = cur['tt'], cur['tb']
         for s in range(r * HALF, r * HALF + HALF):
@@ -164,21 +164,7 @@ def emulate(u, delta, A, Bm, Cm, Dskip, z, dbias, softplus, dout):
                             w = qc * (hh[s - 1] if s > 0 else hs)
                             dtw[s] = (A2 * w).sum(-1)
                             dA += w * dd[:, 0:1]
-                        for s in range(r * HALF, r * HALF + HALF):  # the round's reducers
-                            t = tt + tb + s
-                            for bg in np.unique(gidx):
-                                rows = gidx == bg
-                                b_, g_ = divmod(bg, G)
-                                dC[b_, g_, :, t] += vCs[s][rows].sum(0)
-                                dB[b_, g_, :, t] += vBs[s][rows].sum(0)
-                            dd = d[:, tb + s].copy()
-                            ee = e[:, tb + s]
-                            ddt = (dd[:, 3] * gB[s] + dtw[s] * LN2) * ee[:, 0]
-                            d[:, tb + s] = np.stack([dd[:, 0] * gB[s] + dsk * dd[:, 2], ddt,
-                                                     ee[:, 1] * (dsk * dd[:, 3] + ys[s]), 0 * ddt], -1)
-                            if t < L:
-                                dD += dd[:, 2] * dd[:, 3]
-                                ddb += ddt
+                        reduce(r, vCs, vBs, gB, dtw, ys)  # the round's reducers
                 else:  # variant 3: per round, recompute only its kHalf steps from hs advanced through the earlier rounds
                     for r in range(SUB // HALF - 1, -1, -1):
                         hr = hs.copy()

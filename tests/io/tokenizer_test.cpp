@@ -61,6 +61,23 @@ TEST(Tokenizer, LiveParityWithPython) {
   }
 }
 
+// The neox fixture's "ŋŋ" is a single_word added token: it matches only at word boundaries as the Rust regex
+// crate's \w draws them (Nd digits join a word, the No superscripts ² ³ do not). Expected tokens from the
+// `tokenizers` library; a \p{N} word class split " ŋŋ²" into bytes (live parity seed 1764470017).
+TEST(Tokenizer, SingleWordBoundariesFollowTheLibrary) {
+  Tokenizer tok = load("neox");
+  auto tokens = [&](const std::string& text) {
+    std::vector<std::string> out;
+    for (int32_t id : tok.encode(text, false)) out.push_back(tok.id_to_token(id));
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(tokens(" \u014b\u014b\u00b2"), (V{"\u0120", "\u014b\u014b", "\u00c2", "\u00b2"}));
+  EXPECT_EQ(tokens("\u014b\u014b\u00b2\u00b3"), (V{"\u014b\u014b", "\u00c2\u00b2\u00c2\u00b3"}));
+  EXPECT_EQ(tokens(" \u014b\u014b1"), (V{"\u0120", "\u00c5", "\u012d", "\u00c5", "\u012d", "1"}));
+  EXPECT_EQ(tokens("a\u014b\u014b"), (V{"a", "\u00c5", "\u012d", "\u00c5", "\u012d"}));
+}
+
 TEST(Tokenizer, RoundTripAndThroughput) {
   std::string corpus = read_text(fixture_dir() + "/corpus.txt");
   ASSERT_GT(corpus.size(), 40000u);
