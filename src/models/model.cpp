@@ -1,5 +1,6 @@
 #include "models/model.h"
 
+#include "kernels/adamw/adamw.h"
 #include "kernels/elementwise/elementwise.h"
 
 namespace anvil {
@@ -9,8 +10,10 @@ double ModelInfo::train_flops_per_token(int64_t T) const {
 }
 
 void CausalLM::zero_grad() {
+  std::vector<Tensor> grads;
   for (auto& p : params())
-    if (p.grad.defined()) p.grad.zero_();
+    if (p.grad.defined()) grads.push_back(p.grad);
+  if (!grads.empty()) zero_multi(grads);  // one launch on the GPU, not one memset per tensor
 }
 
 void CausalLM::sync_weights() {

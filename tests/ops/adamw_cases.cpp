@@ -203,6 +203,37 @@ std::vector<Check> run_sum_squares(const Ctx& ctx, const std::vector<int64_t>& s
   return out;
 }
 
+// zero_multi over tensors of mixed dtypes and sizes (across the GPU kernel's 64 KB chunks), each the inside of a
+// buffer one element longer at both ends: the insides must read zero, the guard elements keep their values.
+// misaligned: the insides start 2 or 4 bytes past an aligned allocation (the kernel's byte path).
+std::vector<Check> run_zero(const Ctx& ctx, const std::vector<int64_t>& sizes, bool misaligned) {
+  const Device d = ctx.device;
+  const DType cycle[3] = {DType::f32, DType::bf16, DType::f16};
+  std::vector<Tensor> bufs, xs;
+  for (size_t i = 0; i < sizes.size(); i++) {
+    const int64_t n = sizes[i], pad = misaligned ? 1 : 8;  // 8 elements keep 16-byte alignment for every dtype
+    const auto v = rand_uniform(size_t(n + 2 * pad), ctx.seed, 300 + i, 1.f, 2.f, DType::f32);
+    bufs.push_back(make(v, {n + 2 * pad}, cycle[i % 3], d));
+    xs.push_back(bufs.back().slice(0, pad, pad + n));
+  }
+  zero_multi(xs);
+  std::vector<Check> out;
+  for (size_t i = 0; i < sizes.size(); i++) {
+    const auto v = bufs[i].to_floats();
+    const int64_t n = sizes[i], pad = misaligned ? 1 : 8;
+    int64_t nonzero = 0, guard_bad = 0;
+    for (int64_t k = 0; k < n + 2 * pad; k++) {
+      const bool inside = k >= pad && k < pad + n;
+      if (inside && v[size_t(k)] != 0.f) nonzero++;
+      if (!inside && !(v[size_t(k)] >= 1.f && v[size_t(k)] <= 2.f)) guard_bad++;
+    }
+    out.push_back({nonzero == 0 && guard_bad == 0,
+                   str("xs[", i, "] (", dtype_name(cycle[i % 3]), ", n=", n, "): ", nonzero, " non-zero inside, ",
+                       guard_bad, " guard elements changed")});
+  }
+  return out;
+}
+
 // Each call must throw an Error whose message names `names` (the tensor's index in the list).
 std::vector<Check> multi_error_test(const Ctx& ctx) {
   const Device d = ctx.device;
@@ -286,7 +317,12 @@ std::vector<Check> multi_error_test(const Ctx& ctx) {
       expect_error("sum of squares: out of shape [2]", "out", [&] {
         Tensor o = z(2);
         grad_sum_squares_multi({z(4)}, o);
-      })};
+      }),
+      expect_error("zero: empty list", "at least one tensor", [&] { zero_multi({}); }),
+      expect_error("zero: strided tensor", "xs[1]", [&] {
+        zero_multi({z(4), Tensor::zeros({4, 3}, DType::f32, d).transpose(0, 1)});
+      }),
+      expect_error("zero: tensor on another device", "xs[1]", [&] { zero_multi({z(4), other}); })};
   return out;
 }
 
@@ -387,6 +423,26 @@ void multi_cases(std::vector<OpCase>& out) {
         };
       out.push_back(q);
     }
+  const std::vector<int64_t> zsizes = {1, 7, 1000, 0, 16385, 32769, 65537};  // 32769 f16, 65537 f32: 2 and 4 bytes past whole 64 KB chunks
+  for (bool mis : {false, true}) {
+    OpCase zc{"adamw", str("zero_multi([1,7,1000,0,16385,32769,65537]", mis ? ",misaligned" : "", ")")};
+    zc.test = [=](const Ctx& ctx) { return run_zero(ctx, zsizes, mis); };
+    if (!mis)
+      zc.perf = [](const Ctx& ctx) {  // Mamba-130m's gradients: each written once
+        std::vector<Tensor> xs;
+        double bytes = 0;
+        for (int64_t n : mamba130m_sizes()) {
+          xs.push_back(Tensor::empty({n}, DType::f32, ctx.device));
+          bytes += 4.0 * double(n);
+        }
+        PerfResult r;
+        r.us = time_us(ctx, [&] { zero_multi(xs); });
+        r.bytes = bytes;
+        r.shape = str("[", xs.size(), " tensors]");
+        return r;
+      };
+    out.push_back(zc);
+  }
   OpCase ec{"adamw", "adamw_step_multi(errors)"};
   ec.test = multi_error_test;
   out.push_back(ec);

@@ -95,4 +95,18 @@ void grad_sum_squares_multi(const std::vector<Tensor>& xs, Tensor& out) {
 #endif
 }
 
+void zero_multi(const std::vector<Tensor>& xs) {
+  const char* op = "zero_multi";
+  ANVIL_CHECK(!xs.empty(), op, "at least one tensor", "an empty list");
+  for (size_t i = 0; i < xs.size(); i++) {
+    const std::string arg = str("xs[", i, "]");
+    check_contiguous(op, arg.c_str(), xs[i]);
+    if (i > 0) check_same_device(op, xs[0], "xs[0]", xs[i], arg.c_str());
+  }
+  if (xs[0].device().is_cpu()) return zero_multi_cpu(xs);
+#ifdef ANVIL_HAS_GPU
+  return zero_multi_gpu(xs);
+#endif
+}
+
 }  // namespace anvil

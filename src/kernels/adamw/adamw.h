@@ -11,6 +11,7 @@
 //   adamw_step_multi: every tensor of a list in one pass (one launch on the GPU, more only past 8 distinct
 //                     weight decays), bit-identical to adamw_step on each tensor.
 //   grad_sum_squares_multi: the squared global gradient norm for clipping, two launches on the GPU.
+//   zero_multi: zero_grad, one launch on the GPU instead of one memset per tensor.
 // On the GPU both read a table of the tensors (pointers, sizes, block offsets) kept in device memory and
 // reused while the list stays the same, so the steady state of a training loop copies nothing to the device.
 #pragma once
@@ -45,6 +46,10 @@ void adamw_step_multi(std::vector<AdamWTensor>& ts, const AdamWParams& p);
 // result is bit-identical to sum_squares (kernels/elementwise) on each tensor in order.
 void grad_sum_squares_multi(const std::vector<Tensor>& xs, Tensor& out);
 
+// Every tensor of xs set to zero (all bits 0). xs: contiguous, any dtype and shape, all on one device; the list
+// may not be empty; empty tensors are skipped.
+void zero_multi(const std::vector<Tensor>& xs);
+
 void adamw_step_ref(double* param, const double* grad, double* m, double* v, int64_t n, double lr, double beta1,
                     double beta2, double eps, double weight_decay, int64_t step, double grad_scale);
 
@@ -57,5 +62,7 @@ void adamw_step_multi_cpu(std::vector<AdamWTensor>& ts, const AdamWParams& p);
 void adamw_step_multi_gpu(std::vector<AdamWTensor>& ts, const AdamWParams& p);
 void grad_sum_squares_multi_cpu(const std::vector<Tensor>& xs, Tensor& out);
 void grad_sum_squares_multi_gpu(const std::vector<Tensor>& xs, Tensor& out);
+void zero_multi_cpu(const std::vector<Tensor>& xs);
+void zero_multi_gpu(const std::vector<Tensor>& xs);
 
 }  // namespace anvil

@@ -5,6 +5,7 @@
 // sum_squares (kernels/elementwise, 4096-element chunks) on each tensor, so the gradient norm is unchanged to
 // the bit.
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "kernels/adamw/adamw.h"
@@ -47,6 +48,11 @@ void grad_sum_squares_multi_cpu(const std::vector<Tensor>& xs, Tensor& out) {
     for (int64_t c = first[k]; c < first[k + 1]; c++) s += part[size_t(c)];
     o += s;
   }
+}
+
+void zero_multi_cpu(const std::vector<Tensor>& xs) {
+  for (const Tensor& x : xs)
+    if (x.nbytes() > 0) std::memset(x.data_ptr(), 0, size_t(x.nbytes()));
 }
 
 }  // namespace anvil
