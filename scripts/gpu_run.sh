@@ -12,7 +12,6 @@
 #   skprof   ncu sections of the skinny GEMM at one row
 #   scanprof ncu sections of the selective_scan backward kernels
 #   trainprof  one Mamba-130m training step split by kernel (ncu) -> train_profile.md
-#   trainsys   Nsight Systems over three Mamba-130m steps: where the GPU idles between operations -> train_gaps.md
 #   decodesweep  batch-1 decode under several environments (SWEEP, see the step)
 # Logs go to $OUT (or ./gpu-logs); a short table is printed last.
 set -uo pipefail
@@ -149,18 +148,6 @@ for step in "$@"; do
       python3 "$here/tools/train_profile.py" "$out/trainprof.csv" --steps 1 --step-ms "${step_ms:-0}" > "$out/train_profile.md" 2>&1
       head -n 25 "$out/train_profile.md"
       summary+=("trainprof $model b$batch: $(head -n 1 "$out/train_profile.md")") ;;
-    trainsys)  # Nsight Systems over Mamba-130m training steps: where the GPU idles between operations -> train_gaps.md
-      nsys=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/nsight-systems*/bin/nsys 2>/dev/null | head -n 1 || true)
-      if [ -z "$nsys" ]; then summary+=("trainsys: no nsys on this machine"); continue; fi
-      model=${TRAINPROF_MODEL:-mamba-130m}; batch=${TRAINPROF_BATCH:-16}
-      "$nsys" profile -t cuda -f true -o /tmp/trainsys "$bin/anvil" bench train --model "$model" --batch "$batch" \
-        --seq 2048 --steps 3 --warmup 1 > "$out/trainsys_run.txt" 2>&1
-      "$nsys" stats --report cuda_gpu_trace --format csv --force-export=true --output /tmp/trainsys /tmp/trainsys.nsys-rep \
-        >> "$out/trainsys_run.txt" 2>&1
-      "$nsys" stats --report cuda_api_sum --format csv --output - /tmp/trainsys.nsys-rep > "$out/trainsys_api.csv" 2>&1 || true
-      python3 "$here/tools/train_gaps.py" /tmp/trainsys_cuda_gpu_trace.csv --steps 3 > "$out/train_gaps.md" 2>&1
-      head -n 22 "$out/train_gaps.md"
-      summary+=("trainsys $model b$batch: $(head -n 1 "$out/train_gaps.md")") ;;
     skprof)  # Nsight Compute on the skinny GEMM at one row (o and down shapes, bf16 and e4m3)
       ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
       if [ -z "$ncu" ]; then summary+=("skprof: no ncu on this machine"); continue; fi
@@ -171,7 +158,7 @@ for step in "$@"; do
           "$bin/anvil_op_tests" --backend gpu --mode perf --op skinny_gemm --filter "$f" > "$out/skprof_$tag.txt" 2>&1
         summary+=("skprof $f: $(grep -E 'Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per' "$out/skprof_$tag.txt" | tr -s ' ' | tr '\n' ';')")
       done ;;
-    *) echo "gpu_run.sh: unknown step '$step' (expected info, ops, grad, perf, unit, decode, decodesweep, scanprof, ssm, train, trainparity, graph, prof, decodeprof, skprof, trainprof, trainsys)" >&2; exit 2 ;;
+    *) echo "gpu_run.sh: unknown step '$step' (expected info, ops, grad, perf, unit, decode, decodesweep, scanprof, ssm, train, trainparity, graph, prof, decodeprof, skprof, trainprof)" >&2; exit 2 ;;
   esac
 done
 echo "==== summary ===="
