@@ -55,10 +55,21 @@ std::vector<Check> run_and_compare(const Ctx& ctx, S s, DType dt, Inputs& in) {
   // the error of its row's lse (a V-term sum) and logit (a C-term dot product): k_len = V + C for dh, plus
   // the N rows that dw sums over.
   const double u = dtype_unit_roundoff(dt);
-  return {compare("loss", tloss, loss, derived_tol(DType::f32, double(s.C + s.V), 2)),
-          compare("lse", tlse, lse, derived_tol(DType::f32, double(s.C + s.V), 2)),
-          compare("dh", tdh, dh, derived_tol(dt, double(s.V + s.C), 3) + 3 * u),
-          compare("dw", tdw, dw, derived_tol(dt, double(s.N + s.V + s.C), 3) + 3 * u)};
+  std::vector<Check> out = {compare("loss", tloss, loss, derived_tol(DType::f32, double(s.C + s.V), 2)),
+                            compare("lse", tlse, lse, derived_tol(DType::f32, double(s.C + s.V), 2)),
+                            compare("dh", tdh, dh, derived_tol(dt, double(s.V + s.C), 3) + 3 * u),
+                            compare("dw", tdw, dw, derived_tol(dt, double(s.N + s.V + s.C), 3) + 3 * u)};
+  // cross_entropy_fwd_bwd (row passes): the same results within the same bounds. Rows per pass: a third of N
+  // (3-4 passes, the last one short) when the case chunks, else the front-end's choice (one pass here).
+  const int64_t rows = s.chunk > 0 ? std::max<int64_t>(1, s.N / 3) : 0;
+  Tensor floss = Tensor::empty({s.N}, DType::f32, d), fdh = Tensor::empty({s.N, s.C}, dt, d);
+  Tensor fdw = make(in.dw0, {s.V, s.C}, DType::f32, d);
+  cross_entropy_fwd_bwd(th, tw, tt, tdl, floss, fdh, fdw, rows);
+  const std::string tag = str("fwd_bwd(rows=", rows, ") ");
+  out.push_back(compare(tag + "loss", floss, loss, derived_tol(DType::f32, double(s.C + s.V), 2)));
+  out.push_back(compare(tag + "dh", fdh, dh, derived_tol(dt, double(s.V + s.C), 3) + 3 * u));
+  out.push_back(compare(tag + "dw", fdw, dw, derived_tol(dt, double(s.N + s.V + s.C), 3) + 3 * u));
+  return out;
 }
 
 std::vector<Check> error_test(const Ctx& ctx) {
@@ -77,6 +88,17 @@ std::vector<Check> error_test(const Ctx& ctx) {
     } catch (const Error& e) {
       out.push_back({true, str("target ", bad, ": ", e.what())});
     }
+  }
+  {  // the fused form checks its targets and its own outputs too
+    std::vector<int32_t> t{0, 3, int32_t(V), -1};
+    Tensor tt = make_i32(t, d), dl = Tensor::zeros({N}, DType::f32, d), dh = Tensor::empty({N, C}, DType::f32, d);
+    Tensor dw = Tensor::zeros({V, C}, DType::f32, d), dwbf = Tensor::zeros({V, C}, DType::bf16, d);
+    out.push_back(expect_error("fwd_bwd: target V", "targets[2]",
+                               [&] { cross_entropy_fwd_bwd(h, w, tt, dl, loss, dh, dw); }));
+    t[2] = 9;
+    Tensor ok = make_i32(t, d);
+    out.push_back(expect_error("fwd_bwd: bf16 dw", "dw", [&] { cross_entropy_fwd_bwd(h, w, ok, dl, loss, dh, dwbf); }));
+    out.push_back(expect_error("fwd_bwd: chunk_rows -1", "chunk", [&] { cross_entropy_fwd_bwd(h, w, ok, dl, loss, dh, dw, -1); }));
   }
   std::vector<int32_t> t{0, 3, 9, -1};
   Tensor tt = make_i32(t, d), wbad = Tensor::zeros({V, C + 1}, DType::f32, d);
@@ -142,8 +164,10 @@ std::vector<OpCase> cases() {
   // the logits and runs two more GEMMs: 6NVC.
   const int64_t N = 16384, V = 128256, C = 4096;
   const DType bf = DType::bf16;
-  for (bool bwd : {false, true}) {
-    OpCase p{"cross_entropy", str(bwd ? "cross_entropy_bwd(" : "cross_entropy_fwd(", "bf16,", shape_str({N, V, C}), ")")};
+  for (int kind : {0, 1, 2}) {  // fwd (2NVC), bwd (6NVC), fused fwd_bwd (6NVC: the logits once)
+    const bool bwd = kind == 1;
+    const char* name[3] = {"cross_entropy_fwd(", "cross_entropy_bwd(", "cross_entropy_fwd_bwd("};
+    OpCase p{"cross_entropy", str(name[kind], "bf16,", shape_str({N, V, C}), ")")};
     p.perf = [=](const Ctx& ctx) {
       Tensor h = big({N, C}, bf, ctx, 1, 1.f), w = big({V, C}, bf, ctx, 2, 2.f / 64);
       std::vector<int32_t> t(N);
@@ -151,7 +175,12 @@ std::vector<OpCase> cases() {
       Tensor tt = make_i32(t, ctx.device);
       Tensor loss = Tensor::empty({N}, DType::f32, ctx.device), lse = Tensor::empty({N}, DType::f32, ctx.device);
       PerfResult r;
-      if (!bwd) {
+      if (kind == 2) {
+        Tensor dl = make(std::vector<float>(size_t(N), 1.f / N), {N}, DType::f32, ctx.device);
+        Tensor dh = Tensor::empty({N, C}, bf, ctx.device), dw = Tensor::zeros({V, C}, DType::f32, ctx.device);
+        r.us = time_us(ctx, [&] { cross_entropy_fwd_bwd(h, w, tt, dl, loss, dh, dw); }, 5);
+        r.flops = 6.0 * N * V * C;
+      } else if (!bwd) {
         r.us = time_us(ctx, [&] { cross_entropy_fwd(h, w, tt, loss, lse); }, 5);
         r.flops = 2.0 * N * V * C;
       } else {

@@ -4,7 +4,6 @@
 
 #include "kernels/add_rms_norm/add_rms_norm.h"
 #include "kernels/attention/attention.h"
-#include "kernels/cross_entropy/cross_entropy.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/embedding/embedding.h"
 #include "kernels/matmul/matmul.h"
@@ -186,17 +185,15 @@ float LlamaModel::loss_and_backward(const Tensor& ids_in, const Tensor& targets_
   Acts acts;
   acts.recompute = recompute;
   Tensor nf = forward_hidden(ids, B, T, backward ? &acts : nullptr);
-  const LmLoss head = lm_loss_fwd(nf, lm_head_->weight, targets, targets_in, grad_weight);
-  if (!backward) return head.mean;
+  if (!backward) return lm_loss_fwd(nf, lm_head_->weight, targets, targets_in);
+  // The head's loss and gradients in one pass (the logits once): dnf = d(n_final), lm_head's grad accumulated.
+  const LmLoss head = lm_loss_fwd_bwd(nf, lm_head_->weight, lm_head_->grad, targets, targets_in, grad_weight);
   saved_activation_bytes_ = acts.bytes();
 
   auto E = [&](const Shape& s, DType dt) { return Tensor::empty(s, dt, device_); };
   Tensor none;
-  // Head: d(n_final) and d(lm_head); then the final norm, whose input is h_final = mid_{L-1} + branch_{L-1}.
-  Tensor dnf = E({N, C}, dtype_);
-  cross_entropy_bwd(head.dloss, nf, lm_head_->weight, targets, head.lse, dnf, lm_head_->grad);
   Tensor dh = E({N, C}, dtype_);
-  add_rms_norm_bwd(dnf, none, acts.h_final, final_norm_->weight, acts.rstd_final, dh, final_norm_->grad);
+  add_rms_norm_bwd(head.dnf, none, acts.h_final, final_norm_->weight, acts.rstd_final, dh, final_norm_->grad);
   for (int64_t l = int64_t(layers_.size()) - 1; l >= 0; l--) {
     LlamaLayer& ly = layers_[size_t(l)];
     LlamaLayerActs& a = acts.layers[size_t(l)];
