@@ -106,10 +106,10 @@ for step in "$@"; do
           > "$out/prof_$tag.txt" 2>&1
         summary+=("prof $tag: $(grep -E 'Memory Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per' "$out/prof_$tag.txt" | tr -s ' ' | tr '\n' ';')")
       done ;;
-    scanprof)  # Nsight Compute, full sections, on the selective_scan backward kernels (SCAN_BWD_VARIANTS, default "0 1")
+    scanprof)  # Nsight Compute, full sections, on the selective_scan backward kernels (SCAN_BWD_VARIANTS, default "3 4")
       ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
       if [ -z "$ncu" ]; then summary+=("scanprof: no ncu on this machine"); continue; fi
-      for v in ${SCAN_BWD_VARIANTS:-0 1}; do
+      for v in ${SCAN_BWD_VARIANTS:-3 4}; do
         ANVIL_SCAN_BWD_VARIANT=$v "$ncu" --clock-control none --launch-skip 1 --launch-count 1 --kernel-name regex:scan_bwd \
           --section SpeedOfLight --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
           --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats \

@@ -4,7 +4,7 @@
 # ANVIL_CONV_VARIANT (causal_conv1d), the op harness in test and grad mode (pass/fail line), then perf mode at the
 # target shape; prints one table last.
 #   usage: scripts/ssm_bench.sh BUILD_DIR        (BUILD_DIR/tests/anvil_op_tests, a CUDA or HIP build)
-#   env:   SCAN_VARIANTS="0 1 2 3 4 5 6 7"  SCAN_BWD_VARIANTS="0 2 3"  CONV_VARIANTS="0 1 2"  CHECK=0 (perf only)  OUT=dir (logs, default .)
+#   env:   SCAN_VARIANTS="0 1 2 3 4 5 6 7"  SCAN_BWD_VARIANTS="0 2 3 4"  CONV_VARIANTS="0 1 2"  CHECK=0 (perf only)  OUT=dir (logs, default .)
 # Targets (issue 4, H200, bf16, B=4 D=5120 N=16 L=2048, z + delta_bias + softplus + D): selective_scan forward
 # <= 270 us, forward + backward <= 1300 us; causal_conv1d forward and backward >= 80% of the copy bandwidth that
 # the same run measures. Floors printed beside them: bytes (the case's byte count at copy bandwidth) and, for the
@@ -15,7 +15,7 @@ build="${1:?usage: scripts/ssm_bench.sh BUILD_DIR}"
 bin="$build/tests/anvil_op_tests"
 [ -x "$bin" ] || { echo "ssm_bench: no $bin" >&2; exit 2; }
 SCAN_VARIANTS="${SCAN_VARIANTS:-0 1 2 3 4 5 6 7}"
-SCAN_BWD_VARIANTS="${SCAN_BWD_VARIANTS:-0 2 3}"
+SCAN_BWD_VARIANTS="${SCAN_BWD_VARIANTS:-0 2 3 4}"
 CONV_VARIANTS="${CONV_VARIANTS:-0 1 2}"
 CHECK="${CHECK:-1}"
 logs="${OUT:-.}/ssm_bench_logs"

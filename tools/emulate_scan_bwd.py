@@ -10,6 +10,9 @@ their step while later rounds still read the tile, and leave only at the end of 
     python3 tools/emulate_scan_bwd.py --variant=3  # variant 3's schedule: per 4-step round, recompute only that
         round (the second round of a sub-tile first advances its first 4 steps again) and the adjoint reads the
         round's a, h, B, C, (dt, dt u, dy) as held at recompute time
+    python3 tools/emulate_scan_bwd.py --wred  # variant 4's warp pre-sum of dB/dC, lane by lane, warp widths 32
+        and 64: the butterfly, the slot layout in red and the reducers' reads give every (step, dC|dB, state) its
+        32-channel sum; stores and loads hit distinct banks (the schedule's arithmetic is variant 3's)
 """
 import itertools
 import sys
@@ -220,7 +223,54 @@ def case(L, N, G, opts, seed):
     return worst, sorted(ref)
 
 
+def check_wred():
+    """Variant 4 (warp_chan_sum, wred_slot, reduce_round's WRED branch) for one round, 128 threads; 0 if all pass."""
+    threads, cb, q_lanes, red_w = 128, 32, 4, 2 * NP * HALF
+    slot = lambda rw, n: NP * rw + (n ^ ((n >> 2) & 2))
+    tid = np.arange(threads)
+    b4, b3, b2 = (tid & 16) > 0, (tid & 8) > 0, (tid & 4) > 0
+    total = 0
+    for width in (32, 64):
+        warps, bad = threads // width, 0
+        vals = np.random.default_rng(width).standard_normal((threads, HALF, 8))  # (thread, step, vC[0..3] vB[0..3])
+        cs = np.zeros((threads, HALF))
+        for s in range(HALF):
+            v = vals[:, s]
+            # each round: keep the half named by the lane bit, add the partner's other half (xor stays in the warp)
+            r1 = np.stack([np.where(b4, v[:, i + 4], v[:, i]) + np.where(b4, v[:, i], v[:, i + 4])[tid ^ 16]
+                           for i in range(4)], 1)
+            r2 = np.stack([np.where(b3, r1[:, i + 2], r1[:, i]) + np.where(b3, r1[:, i], r1[:, i + 2])[tid ^ 8]
+                           for i in range(2)], 1)
+            r = np.where(b2, r2[:, 1], r2[:, 0]) + np.where(b2, r2[:, 0], r2[:, 1])[tid ^ 4]
+            cs[:, s] = r + r[tid ^ 32] if width == 64 else r
+        red = np.full(warps * red_w, np.nan)
+        base = {}
+        for t in range(threads):
+            if width == 64 and t & 32: continue  # the other half holds the same sums
+            q, j = t % q_lanes, (t >> 2) & 7
+            base[t] = (t // width) * red_w + 4 * slot(j >> 2, q * 4 + (j & 3))
+            if not np.all(np.isnan(red[base[t]:base[t] + HALF])): bad += 1
+            red[base[t]:base[t] + HALF] = cs[t]
+        if width == 32:  # 16-byte stores by quarter-warps: 8 distinct bank quads each
+            bad += sum(len({(base[8 * p + k] // 4) % 8 for k in range(8)}) != 8 for p in range(threads // 8))
+        for t in range(threads):
+            rs, rn, rw = t % HALF, (t // HALF) % NP, t // (HALF * NP)
+            a0 = 4 * slot(rw, rn) + rs
+            got = sum(red[a0 + w * red_w] for w in range(warps))
+            want = sum(vals[c * q_lanes + rn // 4, rs, rw * 4 + rn % 4] for c in range(cb))
+            bad += abs(got - want) > 1e-12 * (1 + abs(want))
+        for wr in range(threads // 32):  # a reducer warp's scalar loads: 32 distinct banks
+            for w in range(warps):
+                banks = {(4 * slot(t // (HALF * NP), (t // HALF) % NP) + t % HALF + w * red_w) % 32
+                         for t in range(32 * wr, 32 * wr + 32)}
+                bad += len(banks) != 32
+        print(f'warp width {width}: {"ok" if bad == 0 else f"{bad} failures"}')
+        total += bad
+    return 0 if total == 0 else 1
+
+
 def main():
+    if '--wred' in sys.argv: return check_wred()
     quick = '--quick' in sys.argv
     Ls = [1, 7, 40, 513, 1100] if quick else [1, 7, 40, 513, 600, 1024, 1100, 4096]
     Ns = [1, 16] if quick else [1, 4, 16]

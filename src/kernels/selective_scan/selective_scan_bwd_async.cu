@@ -1,4 +1,4 @@
-// GPU selective-scan backward, sequential schedule (ANVIL_SCAN_BWD_VARIANT=2, and 3 = the default, below): the
+// GPU selective-scan backward, sequential schedule (ANVIL_SCAN_BWD_VARIANT=2, 3 = the default, and 4, below): the
 // mirror of selective_scan_fwd_seq.cu. A block is 32 channels of one (batch, group), a thread one (channel,
 // 4 states), walking time backwards; no scans across lanes.
 //
@@ -38,6 +38,12 @@
 // (dt, dt u, dy) stay in registers for the adjoint, which then reads no shared memory: the b2 profile is 82% L1/TEX
 // (shared pipe) and the d/B/C LDS.128 of recompute + adjoint are ~half of its wavefronts (SASS: 41 -> 31 LDS.128
 // per sub-tile, 760 -> 811 instructions).
+// Variant 4 (template WRED on top of HOLD, ANVIL_SCAN_BWD_VARIANT=4): variant 3 with the dB/dC values of each step
+// summed over the warp's channels by shuffles (warp_chan_sum) before they go to shared memory, so a warp stores one
+// float4 per lane and round instead of two per lane and step, and a dB/dC reducer adds kWarps (4; AMD 2) values
+// instead of 32. Those sums were 128 of the ~320 shared wavefronts per warp and sub-tile (16 STS.128 + 64 LDS.32);
+// now 16 (2 + 8), for 56 shuffles. SASS (sm_90, bf16, 16-byte path), sub-tile loop: 811 -> 911 instructions
+// (+56 SHFL, +112 FSEL, -56 LDS, -14 STS.128). docs/mamba_kernels.md has the prediction.
 #include <cstddef>
 #include <cstdlib>
 #include <initializer_list>
@@ -65,6 +71,8 @@ constexpr int kTiles = kChunk / kTT;        // 16 checkpoints per chunk
 constexpr int kSubs = kTT / kSub;           // 4 sub-tiles per tile
 constexpr int kRedS = 2 * kCB * kNP + 8;    // dC|dB of one step; +8 floats: 4 steps x 8 states on 32 banks
 constexpr int kPPS = 3 * kQ * kHalf + 4;    // (gB, dtw, y) x lane x step of one channel; +4: 8 channels apart
+constexpr int kWarps = kThreads / gpu::kWarpSize;  // 4 (NVIDIA) or 2 (AMD)
+constexpr int kRedW = 2 * kNP * kHalf;      // variant 4: floats of one warp's pre-summed dC|dB in a round
 constexpr int kChElems = kCB * kTT;         // (channel, step) elements of a tile: 1024
 constexpr int kBCElems = kNP * kTT;         // (state, step) elements of one of Bm / Cm: 512
 constexpr float kLog2e = 1.4426950408889634f;
@@ -112,12 +120,49 @@ template <class T>
 constexpr size_t smem_bytes() { return kOverlap ? sizeof(BwdSmem) + sizeof(RawTile<T>) : sizeof(BwdSmem); }
 static_assert(sizeof(BwdSmem) % 16 == 0 && offsetof(BwdSmem, red) % 16 == 0, "the raw tile is 16-byte aligned");
 static_assert(sizeof(BwdSmem) - offsetof(BwdSmem, red) >= sizeof(RawTile<float>), "raw tile fits red + pp");
+static_assert(kWarps * kRedW <= kHalf * kRedS, "variant 4's warp sums use the start of red");
 
 __device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 __device__ __forceinline__ void st4(float* p, float a, float b, float c, float d) {
   *reinterpret_cast<float4*>(p) = make_float4(a, b, c, d);
 }
 __device__ __forceinline__ void unpack4(const float4& v, float* o) { o[0] = v.x, o[1] = v.y, o[2] = v.z, o[3] = v.w; }
+
+// Variant 4: v[0..7] (dC of the lane's states 4q..4q+3, then dB of them) summed over the channels of a warp --
+// the lanes of the same q, which differ in lane bits 2 and up -- by a butterfly reduce-scatter. Each round a lane
+// keeps the half of its values named by one lane bit, sends the other half across that bit and adds what comes
+// back (2 selects, 1 shuffle, 1 add per pair kept): 4 + 2 + 1 shuffles, where an all-reduce would take 3 x 8.
+// Lane l, bits b4 b3 b2 of l, afterwards holds:
+//   xor 16: r1[i] = v[4 b4 + i] summed over lanes {l, l^16}, i < 4
+//   xor 8:  r2[i] = v[4 b4 + 2 b3 + i] over l ^ {0, 8, 16, 24}, i < 2
+//   xor 4:  r = v[j], j = 4 b4 + 2 b3 + b2 = (l >> 2) & 7, over l ^ 4k, k < 8: the 8 channels of its 32 lanes
+//   xor 32 (64-wide warps only): r + the same sum of the other 32 lanes; both halves then hold v[j] summed over
+//           the warp's 16 channels (a + b == b + a: the two copies are equal).
+// The tree's order depends on lane positions only: the same sums run to run.
+__device__ __forceinline__ float warp_chan_sum(const float (&v)[8], int lane) {
+  const bool b4 = lane & 16, b3 = lane & 8, b2 = lane & 4;
+  float r1[4], r2[2];
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const float keep = b4 ? v[i + 4] : v[i], send = b4 ? v[i] : v[i + 4];
+    r1[i] = keep + ANVIL_SHFL_XOR(send, 16, gpu::kWarpSize);
+  }
+#pragma unroll
+  for (int i = 0; i < 2; i++) {
+    const float keep = b3 ? r1[i + 2] : r1[i], send = b3 ? r1[i] : r1[i + 2];
+    r2[i] = keep + ANVIL_SHFL_XOR(send, 8, gpu::kWarpSize);
+  }
+  const float keep = b2 ? r2[1] : r2[0], send = b2 ? r2[0] : r2[1];
+  float r = keep + ANVIL_SHFL_XOR(send, 4, gpu::kWarpSize);
+  if constexpr (gpu::kWarpSize == 64) r += ANVIL_SHFL_XOR(r, 32, gpu::kWarpSize);
+  static_assert(gpu::kWarpSize == 32 || gpu::kWarpSize == 64, "lane bits 2-4 (and 5) are the warp's channels");
+  return r;
+}
+// Where (dC|dB rw, state n) of a warp sits in its kRedW floats: a float4 of the round's 4 steps at 4 x slot. With
+// slot = 16 rw + (n ^ 2 n3) (n3 = bit 3 of n) both sides are conflict-free: a storing quarter-warp (lanes 8p ..
+// 8p+7: q = 0..3, j = 2p, 2p+1, so fixed rw and n1) covers 8 bank quads, (n2, n1 ^ n3, n0) over (q, n0); and
+// a reducer warp (fixed rw and n3, 8 states x 4 steps) reads 32 banks, (n2, n1 ^ n3, n0) over (n2, n1, n0).
+__device__ __forceinline__ int wred_slot(int rw, int n) { return kNP * rw + (n ^ ((n >> 2) & 2)); }
 
 // One 16-byte pack of a row at t0 into shared memory: asynchronous when VEC (a pack is then wholly inside or past
 // L), element by element otherwise. ok = false (or past L) writes zeros: padded states and channels must read 0.
@@ -144,8 +189,9 @@ __device__ __forceinline__ void store_pack_at(T* row, int64_t t0, int64_t L, con
   }
 }
 
-template <class T, bool VEC, bool HOLD>
+template <class T, bool VEC, bool HOLD, bool WRED>
 __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncParams p) {
+  static_assert(HOLD || !WRED, "the warp pre-sum (variant 4) is an option of variant 3's adjoint");
   constexpr int P = gpu::Pack<T>::N;
   constexpr int PPC = kTT / P;                  // packs per channel row and tile
   constexpr int KC = kCB * PPC / kThreads;      // channel packs per thread and tensor
@@ -278,10 +324,17 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
   // Both reductions of one round of kHalf steps starting at tile step tr (tile k of the sequence at tt).
   auto reduce_round = [&](int64_t tt, int tr) {
     {  // dC / dB: 32 channels of step rs, state rn -> one atomic
-      const float* srcr = &sm.red[rs][rw * kCB * kNP + rn];
       float s = 0.f;
+      if constexpr (WRED) {  // the warps' pre-sums (warp_chan_sum), in warp order
+        const float* srcw = &sm.red[0][0] + 4 * wred_slot(rw, rn) + rs;
+        s = srcw[0];
 #pragma unroll
-      for (int c = 0; c < kCB; c++) s += srcr[c * kNP];
+        for (int w = 1; w < kWarps; w++) s += srcw[w * kRedW];
+      } else {
+        const float* srcr = &sm.red[rs][rw * kCB * kNP + rn];
+#pragma unroll
+        for (int c = 0; c < kCB; c++) s += srcr[c * kNP];
+      }
       const int64_t t = tt + tr + rs;
       if (rn < p.N && t < L) atomicAdd((rw ? p.dB : p.dC) + bc + int64_t(rn) * L + t, s);
     }
@@ -467,7 +520,7 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
               ys[s] = fmaf(cv[s][j], h[s][j], ys[s]);
             }
           }
-          float gB[kHalf], dtw[kHalf];
+          float gB[kHalf], dtw[kHalf], cs[kHalf];  // cs: variant 4's channel sums, one per step
 #pragma unroll
           for (int s = kHalf - 1; s >= 0; s--) {
             float vC[kS], vB[kS];
@@ -483,8 +536,25 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
               dtw[s] = fmaf(A2[j], w, dtw[s]);
               dA[j] = fmaf(w, dx[s], dA[j]);
             }
-            st4(&sm.red[s][cc * kNP + q * kS], vC[0], vC[1], vC[2], vC[3]);
-            st4(&sm.red[s][kCB * kNP + cc * kNP + q * kS], vB[0], vB[1], vB[2], vB[3]);
+            if constexpr (WRED) {
+              const float v8[2 * kS] = {vC[0], vC[1], vC[2], vC[3], vB[0], vB[1], vB[2], vB[3]};
+              cs[s] = warp_chan_sum(v8, tid);
+            } else {
+              st4(&sm.red[s][cc * kNP + q * kS], vC[0], vC[1], vC[2], vC[3]);
+              st4(&sm.red[s][kCB * kNP + cc * kNP + q * kS], vB[0], vB[1], vB[2], vB[3]);
+            }
+          }
+          if constexpr (WRED) {
+            // Lane (q, j = (tid >> 2) & 7) holds dC|dB j >> 2 of state 4q + (j & 3) for the round's 4 steps: one
+            // 16-byte store per lane (one of the two equal halves of a 64-wide warp). Why per round and not a scalar
+            // store per step: both are 512 B = 4 wavefronts per warp and round, but this is 1 STS.128 instead of
+            // 4 STS.32 (113 instructions per round, 4 x (7 SHFL + 7 FADD + 14 FSEL) + 1, against 116), and the 3
+            // extra live floats come after step 3, when that step's a, h, B, C are already dead (sm_90: 168
+            // registers and 8 B of stack, variant 3 16 B).
+            const int j = (tid >> 2) & 7;
+            if (gpu::kWarpSize == 32 || (tid & 32) == 0)
+              st4(&sm.red[0][0] + (tid / gpu::kWarpSize) * kRedW + 4 * wred_slot(j >> 2, q * kS + (j & 3)), cs[0],
+                  cs[1], cs[2], cs[3]);
           }
           float* pp = &sm.pp[cc][q * kHalf];
           st4(pp, gB[0], gB[1], gB[2], gB[3]);
@@ -506,9 +576,9 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
   if (valid && p.ddelta_bias) atomicAdd(p.ddelta_bias + d, ddb_acc);
 }
 
-template <class T, bool VEC, bool HOLD>
+template <class T, bool VEC, bool HOLD, bool WRED>
 void launch_bwd_async(const BwdAsyncParams& p, unsigned grid) {
-  auto kernel = scan_bwd_async_kernel<T, VEC, HOLD>;
+  auto kernel = scan_bwd_async_kernel<T, VEC, HOLD, WRED>;
   // > 48 KB of dynamic shared memory must be asked for (NVIDIA). CUDA: 57.5 KB + the raw tile (bf16/f16 10.5 KB
   // -> 68 KB, 3 blocks per SM of 228 KB; f32 20.5 KB -> 78 KB, 2 blocks). HIP: 57.5 KB (raw tile in red/pp).
   static const bool attr = [&] {
@@ -527,6 +597,7 @@ int selective_scan_bwd_variant() {
   static const int v = [] {
     const char* e = std::getenv("ANVIL_SCAN_BWD_VARIANT");
     // 3: fwd+bwd 2.19 ms against 2.25 (2), 2.79 (0) and 3.22 (the removed 1) on the H200, 2026-11-30.
+    // 4 (3 + the warp pre-sum of dB/dC) has not run on a GPU yet: not the default before it is measured.
     return e && *e ? std::atoi(e) : 3;
   }();
   return v;
@@ -537,7 +608,7 @@ bool selective_scan_bwd_async_gpu(int variant, const Tensor& dout, const Tensor&
                                   const Tensor& z, const Tensor& delta_bias, bool delta_softplus,
                                   const Tensor& states, Tensor& du, Tensor& ddelta, Tensor& dA, Tensor& dB,
                                   Tensor& dC, Tensor& dD, Tensor& dz, Tensor& ddelta_bias) {
-  if ((variant != 2 && variant != 3) || A.size(1) > kNP) return false;
+  if ((variant < 2 || variant > 4) || A.size(1) > kNP) return false;
   BwdAsyncParams p;
   p.u = u.data_ptr();
   p.delta = delta.data_ptr();
@@ -574,12 +645,15 @@ bool selective_scan_bwd_async_gpu(int variant, const Tensor& dout, const Tensor&
     // 16-byte copies in and 16-byte stores out: every row of every tensor must start on 16 bytes.
     const bool vec = p.L % gpu::Pack<T>::N == 0 &&
                      scan_seq::all_aligned16({&u, &delta, &Bm, &Cm, &z, &dout, &du, &ddelta, &dz});
-    if (variant == 3) {
-      if (vec) launch_bwd_async<T, true, true>(p, unsigned(grid));
-      else launch_bwd_async<T, false, true>(p, unsigned(grid));
+    if (variant == 4) {
+      if (vec) launch_bwd_async<T, true, true, true>(p, unsigned(grid));
+      else launch_bwd_async<T, false, true, true>(p, unsigned(grid));
+    } else if (variant == 3) {
+      if (vec) launch_bwd_async<T, true, true, false>(p, unsigned(grid));
+      else launch_bwd_async<T, false, true, false>(p, unsigned(grid));
     } else {
-      if (vec) launch_bwd_async<T, true, false>(p, unsigned(grid));
-      else launch_bwd_async<T, false, false>(p, unsigned(grid));
+      if (vec) launch_bwd_async<T, true, false, false>(p, unsigned(grid));
+      else launch_bwd_async<T, false, false, false>(p, unsigned(grid));
     }
   });
   acc.finish(dB, dC);
