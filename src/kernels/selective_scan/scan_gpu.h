@@ -17,9 +17,9 @@ bool selective_scan_fwd_seq_gpu(int variant, const Tensor& u, const Tensor& delt
                                 const Tensor& delta_bias, bool delta_softplus, Tensor& out, Tensor& states);
 
 // ANVIL_SCAN_BWD_VARIANT, read once per process: 0 the warp-per-channel backward (selective_scan_bwd_warp.cu),
-// 2 the sequential schedule with cp.async staging and 16-byte output packs (selective_scan_bwd_async.cu), 3 (default)
-// the same kernel with per-round recompute and the adjoint's inputs held in registers, 4 = 3 with the dB/dC channel
-// sums pre-summed per warp by shuffles. 2-4 take N <= 16; other N, and other values (1 was the first sequential
+// 2 the sequential schedule with cp.async staging and 16-byte output packs (selective_scan_bwd_async.cu), 3 the
+// same kernel with per-round recompute and the adjoint's inputs held in registers, 4 (default) = 3 with the dB/dC
+// channel sums pre-summed per warp by shuffles. 2-4 take N <= 16; other N, and other values (1 was the first sequential
 // kernel, removed), run 0.
 int selective_scan_bwd_variant();
 

@@ -1,4 +1,4 @@
-// GPU selective-scan backward, sequential schedule (ANVIL_SCAN_BWD_VARIANT=2, 3 = the default, and 4, below): the
+// GPU selective-scan backward, sequential schedule (ANVIL_SCAN_BWD_VARIANT=2, 3, and 4 = the default, below): the
 // mirror of selective_scan_fwd_seq.cu. A block is 32 channels of one (batch, group), a thread one (channel,
 // 4 states), walking time backwards; no scans across lanes.
 //
@@ -596,9 +596,9 @@ void launch_bwd_async(const BwdAsyncParams& p, unsigned grid) {
 int selective_scan_bwd_variant() {
   static const int v = [] {
     const char* e = std::getenv("ANVIL_SCAN_BWD_VARIANT");
-    // 3: fwd+bwd 2.19 ms against 2.25 (2), 2.79 (0) and 3.22 (the removed 1) on the H200, 2026-11-30.
-    // 4 (3 + the warp pre-sum of dB/dC) has not run on a GPU yet: not the default before it is measured.
-    return e && *e ? std::atoi(e) : 3;
+    // 4: fwd+bwd 2090 us against 2111 us for 3 (H200, 2026-11-30, three runs each); 3 had measured 2.19 ms against
+    // 2.25 (2), 2.79 (0) and 3.22 (the removed 1) the same day, before the forward's variant 5.
+    return e && *e ? std::atoi(e) : 4;
   }();
   return v;
 }
