@@ -34,6 +34,18 @@ void check_f32_vector(const char* op, const char* name, const Tensor& t, const T
   check_same_device(op, h, "h", t, name);
 }
 
+// dh (N, C) in h's dtype and dw (V, C) f32, contiguous, on h's device.
+void check_grads(const char* op, const Tensor& h, const Tensor& w, const Tensor& dh, const Tensor& dw) {
+  check_shape(op, "dh", dh, h.shape());
+  check_dtype(op, "dh", dh, h.dtype());
+  check_contiguous(op, "dh", dh);
+  check_same_device(op, h, "h", dh, "dh");
+  check_shape(op, "dw", dw, w.shape());
+  check_dtype(op, "dw", dw, DType::f32);
+  check_contiguous(op, "dw", dw);
+  check_same_device(op, h, "h", dw, "dw");
+}
+
 // Targets are data, not shapes: an out-of-range one would index past the logits, so every call reads them on
 // the host first (a 4N-byte copy and a sync on the GPU; negligible next to the 2NVC-flop GEMMs).
 void check_targets(const char* op, const Tensor& targets, int64_t V) {
@@ -104,14 +116,7 @@ void cross_entropy_bwd(const Tensor& dloss, const Tensor& h, const Tensor& w, co
   check_inputs(op, h, w, targets, chunk);
   check_f32_vector(op, "dloss", dloss, h);
   check_f32_vector(op, "lse", lse, h);
-  check_shape(op, "dh", dh, h.shape());
-  check_dtype(op, "dh", dh, h.dtype());
-  check_contiguous(op, "dh", dh);
-  check_same_device(op, h, "h", dh, "dh");
-  check_shape(op, "dw", dw, w.shape());
-  check_dtype(op, "dw", dw, DType::f32);
-  check_contiguous(op, "dw", dw);
-  check_same_device(op, h, "h", dw, "dw");
+  check_grads(op, h, w, dh, dw);
   const int64_t N = h.size(0), V = w.size(0);
   check_targets(op, targets, V);
   if (N == 0) return;
@@ -141,14 +146,7 @@ void cross_entropy_fwd_bwd(const Tensor& h, const Tensor& w, const Tensor& targe
   check_inputs(op, h, w, targets, chunk_rows);
   check_f32_vector(op, "dloss", dloss, h);
   check_f32_vector(op, "loss", loss, h);
-  check_shape(op, "dh", dh, h.shape());
-  check_dtype(op, "dh", dh, h.dtype());
-  check_contiguous(op, "dh", dh);
-  check_same_device(op, h, "h", dh, "dh");
-  check_shape(op, "dw", dw, w.shape());
-  check_dtype(op, "dw", dw, DType::f32);
-  check_contiguous(op, "dw", dw);
-  check_same_device(op, h, "h", dw, "dw");
+  check_grads(op, h, w, dh, dw);
   const int64_t N = h.size(0), V = w.size(0);
   check_targets(op, targets, V);
   if (N == 0) return;
