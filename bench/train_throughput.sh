@@ -8,6 +8,8 @@
 #   TIMEOUT    seconds per run (default 240)
 #   ROWS       a subset, e.g. "mamba-130m llama-3.2-1b" (default: all four)
 #   RECOMPUTE  auto (the per-row choice below) | on | off | both (each row twice: the memory/speed trade)
+#   KEEP       per-row --keep-layers overrides, e.g. "mamba-1.4b:24 llama-3.2-1b:2" (with recompute on: the
+#              last N layers keep every activation, the others are recomputed; default: the keep column)
 #   STEPS, WARMUP  timed and untimed steps (default 10 and 3)
 #
 # Recompute per row (auto), from the activation formulas in src/models/*/*_train.cpp at batch x 2048 tokens,
@@ -16,6 +18,16 @@
 #   mamba-370m   state 6.7 GB + ~19.7 GB              -> fits 32 GB without: off
 #   mamba-1.4b   state 25 GB  + ~19.7 GB  (> 40 GB)   -> on  (~2 GB kept)
 #   llama-3.2-1b state 22 GB  + 19.9 GB   (> 40 GB)   -> on  (2.25 GB kept)
+#
+# Keep (--keep-layers, with recompute on): each layer kept whole costs its activations less the input h it
+# keeps anyway, and saves one recomputed layer forward. Mamba-1.4B (C 2048, D 4096, R 128, N 16, 48 layers) by
+# the formula in src/models/mamba/mamba_train.cpp, per token and layer: 2C + 5D + R + 2N = 4,096 + 20,480 + 128
+# + 32 = 24,736 bf16 elements = 49,472 B, + 4 B f32 rstd + D*N*4/512 = 512 B of scan states = 49,988 B; at
+# 4 x 2048 = 8,192 tokens 0.41 GB a layer, of which h (2C = 4,096 B, 0.034 GB) is kept anyway: +0.38 GB per
+# extra kept layer. Keep 1: state 25 GB + 2 GB kept (47 inputs 1.58 GB + the last layer 0.41 GB), 27.8 GB
+# measured peak; the 40 GB cap leaves 12.2 GB = 32 extra layers at most. Keep 24 (23 extra, +8.6 GB, ~36.4 GB)
+# would leave ~3.6 GB for the allocator's slack and recompute 24 layers instead of 47 (about half the cost);
+# it stays 1 until measured on the GPU.
 set -uo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$here"  # presets are read from configs/models under the working directory
@@ -28,27 +40,41 @@ mode="${RECOMPUTE:-auto}"
 mkdir -p "$out"
 [ -x "$bin" ] || { echo "train_throughput: no executable '$bin' (build it: make gpu, or pass its path)" >&2; exit 2; }
 
-#      preset        batch  tok/s target  GB target  recompute (auto)
+#      preset        batch  tok/s target  GB target  recompute (auto)  keep (optional, default 1)
 rows=("mamba-130m    16     250000        37         0"
       "mamba-370m    8      100000        32         0"
-      "mamba-1.4b    4      40000         40         1"
+      "mamba-1.4b    4      40000         40         1                 1"
       "llama-3.2-1b  8      66000         40         1")
 
+names=" $(for r in "${rows[@]}"; do read -r n _ <<<"$r"; printf '%s ' "$n"; done)"
+for kv in ${KEEP:-}; do  # checked before any run: a typo must not cost the runs before its row
+  n="${kv%%:*}" k="${kv#*:}"
+  if [[ "$kv" != *:* || "$names" != *" $n "* || -z "$k" || "$k" == *[!0-9]* ]]; then
+    echo "train_throughput: KEEP entries must be PRESET:N with N >= 0 and PRESET one of:$names(got '$kv')" >&2
+    exit 2
+  fi
+done
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
 summary=()
 for r in "${rows[@]}"; do
-  read -r name batch tok mem auto <<<"$r"
+  read -r name batch tok mem auto keep <<<"$r"
   if [ -n "${ROWS:-}" ] && [[ " $ROWS " != *" $name "* ]]; then continue; fi
+  keep="${keep:-1}"
+  for kv in ${KEEP:-}; do
+    [ "${kv%%:*}" = "$name" ] && keep="${kv#*:}"
+  done
   case "$mode" in
     auto) recs=("$auto") ;; on) recs=(1) ;; off) recs=(0) ;; both) recs=(0 1) ;;
     *) echo "train_throughput: RECOMPUTE must be auto, on, off or both (got '$mode')" >&2; exit 2 ;;
   esac
   for rec in "${recs[@]}"; do
-    log="$out/train_${name}_b${batch}_rc${rec}.log"
+    k="-"
+    [ "$rec" = 1 ] && k="$keep"
+    log="$out/train_${name}_b${batch}_rc${rec}$([ "$k" != - ] && [ "$k" != 1 ] && echo "_k$k").log"
     args=(bench train --model "$name" --batch "$batch" --seq 2048 --steps "$steps" --warmup "$warmup"
           --device gpu --dtype bf16 --target-tok-s "$tok" --target-mem-gb "$mem")
-    [ "$rec" = 1 ] && args+=(--recompute)
-    echo "== $name batch $batch recompute $rec: $bin ${args[*]}"
+    [ "$rec" = 1 ] && args+=(--recompute --keep-layers "$keep")
+    echo "== $name batch $batch recompute $rec keep $k: $bin ${args[*]}"
     timeout "$timeout_s" "$bin" "${args[@]}" >"$log" 2>&1
     rc=$?
     tail -n 12 "$log"
@@ -56,7 +82,7 @@ for r in "${rows[@]}"; do
     if [ $rc -eq 124 ]; then status="TIMEOUT(${timeout_s}s)"
     elif [ $rc -ne 0 ] || [ -z "$line" ]; then status="FAILED(rc=$rc)"
     else status="tok:$(field tok_target "$line") mem:$(field mem_target "$line")"; fi
-    summary+=("$(printf '%-13s %5s %4s | %10s %9s | %9s | %6s | %7s %5s | %s' "$name" "$batch" "$rec" \
+    summary+=("$(printf '%-13s %5s %4s %4s | %10s %9s | %9s | %6s | %7s %5s | %s' "$name" "$batch" "$rec" "$k" \
       "$(field tok_s "$line")" "$tok" "$(field ms_step "$line")" "$(field mfu "$line")" \
       "$(field peak_gb "$line")" "$mem" "$status")")
   done
@@ -64,6 +90,6 @@ done
 
 echo
 echo "training throughput, seq 2048, bf16 (logs in $out)"
-printf '%-13s %5s %4s | %10s %9s | %9s | %6s | %7s %5s | %s\n' model batch rec "tok/s" target "ms/step" MFU \
+printf '%-13s %5s %4s %4s | %10s %9s | %9s | %6s | %7s %5s | %s\n' model batch rec keep "tok/s" target "ms/step" MFU \
   "peak GB" "<=" status
 for s in "${summary[@]}"; do echo "$s"; done

@@ -91,9 +91,16 @@ int run_train_bench(const BenchTrainOptions& o) {
   std::printf("model       %s: %s, %s params, %lld layers, width %lld, %s on %s\n", o.model.c_str(),
               info.arch.c_str(), human_count(double(info.n_params)).c_str(), (long long)info.layers,
               (long long)info.width, dtype_name(dt), backend(dev).info().name.c_str());
+  TrainOptions topt;
+  topt.recompute = o.bench.recompute;
+  topt.keep_layers = o.bench.keep_layers;
+  const int64_t kept = info.layers - topt.recomputed_layers(info.layers);
   std::printf("shape       batch %lld x seq %lld = %lld tokens/step, %d warmup + %d timed steps, recompute %s\n",
               (long long)o.bench.batch, (long long)o.bench.seq, (long long)(o.bench.batch * o.bench.seq),
-              o.bench.warmup, o.bench.steps, o.bench.recompute ? "on" : "off");
+              o.bench.warmup, o.bench.steps,
+              o.bench.recompute ? fmt("on (keeps the last %lld of %lld layers)", (long long)kept,
+                                      (long long)info.layers).c_str()
+                                : "off");
   std::fflush(stdout);
   const TrainBenchResult r = bench_train(*model, o.bench);
   const bool gpu = dev.is_gpu();
@@ -119,11 +126,11 @@ int run_train_bench(const BenchTrainOptions& o) {
   row("  params+opt state", gb_or_mb(double(r.state_bytes)) + " (weights, fp32 masters, grads, AdamW)", "-", "");
   row("  activations kept", gb_or_mb(double(r.activation_bytes)) + " (saved for the backward)", "-", "");
   // One line for scripts (bench/train_throughput.sh collects them).
-  std::printf("RESULT model=%s batch=%lld seq=%lld dtype=%s recompute=%d tok_s=%.0f ms_step=%.2f mfu=%s "
-              "peak_gb=%.2f tok_target=%s mem_target=%s\n",
+  std::printf("RESULT model=%s batch=%lld seq=%lld dtype=%s recompute=%d keep_layers=%lld tok_s=%.0f ms_step=%.2f "
+              "mfu=%s peak_gb=%.2f tok_target=%s mem_target=%s\n",
               o.model.c_str(), (long long)o.bench.batch, (long long)o.bench.seq, dtype_name(dt),
-              int(o.bench.recompute), r.tokens_per_s, r.median_ms, gpu ? fmt("%.1f%%", 100 * mfu).c_str() : "-",
-              peak_gb, tok_ok, mem_ok);
+              int(o.bench.recompute), (long long)o.bench.keep_layers, r.tokens_per_s, r.median_ms,
+              gpu ? fmt("%.1f%%", 100 * mfu).c_str() : "-", peak_gb, tok_ok, mem_ok);
   return 0;
 }
 
@@ -168,6 +175,15 @@ int run_bench(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   train->add_flag("--recompute", t.bench.recompute, "per-layer activation recomputation (less memory, +30% FLOPs)");
+  train->add_option("--keep-layers", t.bench.keep_layers,
+                    "with --recompute: the last N layers keep every activation, the others are recomputed "
+                    "(more memory, fewer FLOPs; 0 means 1; >= the layer count: none recomputed)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return v.rfind('-', 0) == 0 ? "expected a layer count >= 0 (0 means 1), got " + v : std::string();
+          },
+          "NONNEGATIVE"))
+      ->capture_default_str();
   train->add_option("--peak-tflops", t.peak_tflops, "the device's peak for MFU, TFLOP/s (GPU only; 771: H200 bf16)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -1,5 +1,7 @@
 #include "models/model.h"
 
+#include <algorithm>
+
 #include "kernels/adamw/adamw.h"
 #include "kernels/elementwise/elementwise.h"
 
@@ -7,6 +9,13 @@ namespace anvil {
 
 double ModelInfo::train_flops_per_token(int64_t T) const {
   return 6.0 * double(n_params) + flops_attn_per_token_per_t * double(T);
+}
+
+int64_t TrainOptions::recomputed_layers(int64_t layers) const {
+  ANVIL_CHECK(keep_layers >= 0, "TrainOptions", "keep_layers >= 0 (the layers that keep every activation)",
+              str("keep_layers ", keep_layers));
+  if (!recompute) return 0;
+  return std::max<int64_t>(0, layers - std::max<int64_t>(1, keep_layers));
 }
 
 void CausalLM::zero_grad() {

@@ -96,6 +96,7 @@ TrainBenchResult bench_train(CausalLM& model, const TrainBenchConfig& cfg) {
   oc.lr = cfg.lr;
   TrainOptions topt;
   topt.recompute = cfg.recompute;
+  topt.keep_layers = cfg.keep_layers;
 
   TrainBenchResult r;
   r.flops_per_token = info.train_flops_per_token(cfg.seq);

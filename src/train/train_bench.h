@@ -11,13 +11,14 @@
 namespace anvil {
 
 struct TrainBenchConfig {
-  int64_t batch = 8;       // B sequences per step
-  int64_t seq = 2048;      // T tokens per sequence
-  int steps = 10;          // timed steps
-  int warmup = 3;          // untimed steps first (allocator cache, cuBLASLt heuristics, page faults)
-  bool recompute = false;  // TrainOptions::recompute
-  double lr = 1e-4;        // AdamW learning rate (the value does not change the time of a step)
-  uint64_t seed = 0;       // the random token ids
+  int64_t batch = 8;        // B sequences per step
+  int64_t seq = 2048;       // T tokens per sequence
+  int steps = 10;           // timed steps
+  int warmup = 3;           // untimed steps first (allocator cache, cuBLASLt heuristics, page faults)
+  bool recompute = false;   // TrainOptions::recompute
+  int64_t keep_layers = 1;  // TrainOptions::keep_layers
+  double lr = 1e-4;         // AdamW learning rate (the value does not change the time of a step)
+  uint64_t seed = 0;        // the random token ids
 };
 
 struct TrainBenchResult {

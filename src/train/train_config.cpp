@@ -178,6 +178,7 @@ TrainConfig read_config(toml::table& root, const std::string& source, std::map<s
   r.string("device", c.device);
   r.string("dtype", c.dtype);
   r.boolean("recompute", c.recompute);
+  r.integer("keep_layers", c.keep_layers);
   r.number("peak_tflops", c.peak_tflops);
   r.check_unknown(root, "");
 
@@ -236,6 +237,8 @@ TrainConfig read_config(toml::table& root, const std::string& source, std::map<s
   r.check(c.dtype == "f32" || c.dtype == "bf16", "dtype", "\"f32\" or \"bf16\"", str("\"", c.dtype, "\""));
   r.check(c.dtype == "f32" || dev.is_gpu(), "dtype", "\"f32\" on device \"cpu\" (bf16 compute is GPU-only)",
           str("\"", c.dtype, "\""));
+  r.check(c.keep_layers >= 0, "keep_layers", ">= 0 (the last layers that keep every activation with recompute)",
+          str(c.keep_layers));
   r.check(c.peak_tflops >= 0, "peak_tflops", ">= 0", str(c.peak_tflops));
   c.schedule().validate();
   return c;
@@ -285,7 +288,8 @@ nlohmann::json to_json(const TrainConfig& c) {
           {"steps", c.steps}, {"eval_every", c.eval_every}, {"eval_batches", c.eval_batches},
           {"log_every", c.log_every}, {"save_every", c.save_every}, {"keep_checkpoints", c.keep_checkpoints},
           {"out_dir", c.out_dir}, {"seed", c.seed}, {"device", c.device}, {"dtype", c.dtype},
-          {"recompute", c.recompute}, {"peak_tflops", c.peak_tflops}, {"source", c.source}};
+          {"recompute", c.recompute}, {"keep_layers", c.keep_layers}, {"peak_tflops", c.peak_tflops},
+          {"source", c.source}};
 }
 
 }  // namespace anvil

@@ -3,6 +3,8 @@
 //   steps = 1000            eval_every = 100    eval_batches = 8    log_every = 10
 //   save_every = 500        keep_checkpoints = 3                     out_dir = "runs/x"
 //   seed = 0                device = "cpu"      dtype = "f32"       recompute = false    peak_tflops = 0
+//   keep_layers = 1         with recompute: the last keep_layers layers keep every activation, the others only
+//                           their input (0 means 1; >= the layer count: nothing recomputed; TrainOptions)
 //   [model]  arch = "llama" | "mamba";  config = "path/config.json" | preset = "name";  [model.hf_config] fields
 //            or init = "hf_checkpoint_dir" (start from pretrained weights; arch and shape come from it)
 //   [data]   dir = "data/x" (from `anvil prepare`);  seq_len = T;  batch = B;  micro_batches = 1;
@@ -58,6 +60,7 @@ struct TrainConfig {
   std::string device = "cpu";  // cpu | gpu | gpu:N
   std::string dtype = "f32";   // compute dtype: f32 | bf16 (GPU)
   bool recompute = false;
+  int64_t keep_layers = 1;     // TrainOptions::keep_layers
   double peak_tflops = 0;      // for MFU; 0: look the device up (GPU only)
 
   LrSchedule schedule() const;

@@ -127,6 +127,7 @@ Trainer::Trainer(const TrainConfig& cfg, CausalLM& model) : s_(std::make_unique<
     s_->val = std::make_unique<BatchLoader>(val, std::min(cfg.data.batch, val_windows), cfg.data.seq_len, cfg.seed,
                                             false);
   s_->topt.recompute = cfg.recompute;
+  s_->topt.keep_layers = cfg.keep_layers;
   s_->peak_flops = cfg.peak_tflops > 0 ? cfg.peak_tflops * 1e12 : lookup_peak_flops(model.device());
 }
 

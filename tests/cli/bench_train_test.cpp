@@ -50,6 +50,26 @@ TEST_F(BenchTrain, MambaTinyWithRecompute) {
       << r.out;
 }
 
+// --keep-layers: the shape line says how many layers keep everything (at most all of them), RESULT carries the
+// value given; a negative one is refused before anything runs.
+TEST_F(BenchTrain, KeepLayersWithRecompute) {
+  Output r = run_anvil("bench train --model llama-tiny --batch 1 --seq 32 --steps 1 --warmup 0 --device cpu "
+                       "--recompute --keep-layers 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r, "recompute on (keeps the last 2 of 4 layers)")) << r.out;
+  EXPECT_TRUE(has(r, "dtype=f32 recompute=1 keep_layers=2 tok_s=")) << r.out;
+  r = run_anvil("bench train --model tests/fixtures/mamba_tiny/config.json --batch 1 --seq 16 --steps 1 "
+                "--warmup 0 --device cpu --recompute --keep-layers 9");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r, "recompute on (keeps the last 2 of 2 layers)")) << r.out;
+  EXPECT_TRUE(has(r, "recompute=1 keep_layers=9 ")) << r.out;
+  r = run_anvil("bench train --model llama-tiny --batch 1 --seq 32 --steps 1 --warmup 0 --device cpu --recompute "
+                "--keep-layers=-1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(has(r, "--keep-layers: expected a layer count >= 0 (0 means 1), got -1")) << r.out;
+  EXPECT_FALSE(has(r, "RESULT")) << r.out;
+}
+
 TEST_F(BenchTrain, BadOptionsExitWith2Or1) {
   Output r = run_anvil("bench train --batch 2");  // no --model
   EXPECT_EQ(r.code, 2) << r.out;

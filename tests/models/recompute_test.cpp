@@ -1,12 +1,14 @@
-// Per-layer activation recomputation (TrainOptions::recompute): the loss and every Param::grad must equal the
-// saved-activation path's bit for bit on the CPU (the backward reruns each layer's forward with the same
-// kernels on the same inputs), and the activations kept for the backward must shrink by the amount each
+// Per-layer activation recomputation (TrainOptions::recompute, keep_layers): the loss and every Param::grad must
+// equal the saved-activation path's bit for bit on the CPU (the backward reruns each layer's forward with the
+// same kernels on the same inputs), and the activations kept for the backward must shrink by the amount each
 // model's *_train.cpp states.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "models/factory.h"
 
 namespace anvil {
@@ -33,10 +35,11 @@ struct GradRun {
 };
 
 // Two micro-batches accumulated (grad_weight 1/2), as the trainer does.
-GradRun train_twice(CausalLM& m, int64_t B, int64_t T, bool recompute) {
+GradRun train_twice(CausalLM& m, int64_t B, int64_t T, bool recompute, int64_t keep_layers = 1) {
   GradRun r;
   TrainOptions opt;
   opt.recompute = recompute;
+  opt.keep_layers = keep_layers;
   m.zero_grad();
   Tensor ids, tg;
   batch(B, T, m.info().vocab, ids, tg);
@@ -106,8 +109,51 @@ TEST(Recompute, MambaGradientsBitIdentical) {
   expect_identical(*m, saved, rec);
 }
 
+// keep_layers = 2 of 3: layer 0 is recomputed, layers 1 and 2 keep everything; the gradients are the same.
+TEST(Recompute, PartialKeepLayersGradientsBitIdentical) {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    auto l = llama(dt);
+    GradRun saved = train_twice(*l, 2, 24, false), part = train_twice(*l, 2, 24, true, 2);
+    expect_identical(*l, saved, part);
+    auto m = mamba(dt);
+    saved = train_twice(*m, 2, 24, false);
+    part = train_twice(*m, 2, 24, true, 2);
+    expect_identical(*m, saved, part);
+  }
+}
+
+TEST(Recompute, NegativeKeepLayersIsAnError) {
+  auto m = mamba(DType::f32);
+  TrainOptions opt;
+  opt.recompute = true;
+  opt.keep_layers = -1;
+  Tensor ids, tg;
+  batch(1, 8, m->info().vocab, ids, tg);
+  try {
+    m->forward_backward(ids, tg, 1.f, opt);
+    FAIL() << "keep_layers = -1 was accepted";
+  } catch (const Error& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("keep_layers >= 0"), std::string::npos) << w;
+    EXPECT_NE(w.find("-1"), std::string::npos) << w;
+  }
+}
+
+// keep_layers = 2 of 3 keeps `partial` bytes (2 whole layers, 1 input), strictly between full recomputation
+// (`full`) and none (`all`); 0 keeps as 1 does; keep_layers >= the layer count keeps what no recomputation does.
+void expect_keep_layers(CausalLM& m, int64_t B, int64_t T, int64_t all, int64_t full, int64_t partial) {
+  EXPECT_EQ(train_twice(m, B, T, true, 2).saved_bytes, partial);
+  EXPECT_GT(partial, full);
+  EXPECT_LT(partial, all);
+  EXPECT_EQ(train_twice(m, B, T, true, 0).saved_bytes, full);
+  EXPECT_EQ(train_twice(m, B, T, true, 3).saved_bytes, all);
+  EXPECT_EQ(train_twice(m, B, T, true, 100).saved_bytes, all);
+  EXPECT_EQ(train_twice(m, B, T, false, 2).saved_bytes, all) << "keep_layers without recompute changes nothing";
+}
+
 // The kept bytes follow the formulas of llama_train.cpp / mamba_train.cpp: recompute drops, in every layer
-// but the last, all but the layer input h (N·C elements).
+// but the last keep_layers, all but the layer input h (N·C elements).
 TEST(Recompute, SavedActivationBytesShrinkAsStated) {
   const int64_t B = 2, T = 24, N = B * T, L = 3;
   {
@@ -118,6 +164,7 @@ TEST(Recompute, SavedActivationBytesShrinkAsStated) {
     GradRun saved = train_twice(*m, B, T, false), rec = train_twice(*m, B, T, true);
     EXPECT_EQ(saved.saved_bytes, L * layer + head);
     EXPECT_EQ(rec.saved_bytes, (L - 1) * N * C * 4 + layer + head);
+    expect_keep_layers(*m, B, T, saved.saved_bytes, rec.saved_bytes, (L - 2) * N * C * 4 + 2 * layer + head);
     std::printf("llama-tiny, 3 layers, %lld tokens: %lld -> %lld bytes kept (%.2fx)\n", (long long)N,
                 (long long)saved.saved_bytes, (long long)rec.saved_bytes,
                 double(saved.saved_bytes) / double(rec.saved_bytes));
@@ -130,6 +177,7 @@ TEST(Recompute, SavedActivationBytesShrinkAsStated) {
     GradRun saved = train_twice(*m, B, T, false), rec = train_twice(*m, B, T, true);
     EXPECT_EQ(saved.saved_bytes, L * layer + head);
     EXPECT_EQ(rec.saved_bytes, (L - 1) * N * C * 4 + layer + head);
+    expect_keep_layers(*m, B, T, saved.saved_bytes, rec.saved_bytes, (L - 2) * N * C * 4 + 2 * layer + head);
     std::printf("mamba, 3 layers, %lld tokens: %lld -> %lld bytes kept (%.2fx)\n", (long long)N,
                 (long long)saved.saved_bytes, (long long)rec.saved_bytes,
                 double(saved.saved_bytes) / double(rec.saved_bytes));

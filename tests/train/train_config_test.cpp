@@ -64,7 +64,21 @@ TEST(TrainConfig, ParsesEveryKeyWithDefaults) {
   EXPECT_EQ(c.schedule().decay_steps(), 50);
   EXPECT_EQ(c.seed, 5u);
   EXPECT_EQ(c.device, "cpu");
+  EXPECT_EQ(c.keep_layers, 1);  // default: only the last layer keeps everything
   EXPECT_EQ(to_json(c)["optim"]["betas"][1].get<double>(), 0.99);
+}
+
+TEST(TrainConfig, KeepLayers) {
+  TrainConfig c = parse_train_config(std::string("recompute = true\nkeep_layers = 24\n") + kRecipe, "recipe.toml");
+  EXPECT_TRUE(c.recompute);
+  EXPECT_EQ(c.keep_layers, 24);
+  EXPECT_EQ(to_json(c)["keep_layers"].get<int64_t>(), 24);
+  EXPECT_EQ(parse_train_config(kRecipe, "recipe.toml", {"keep_layers=0"}).keep_layers, 0);  // means 1
+  std::string e = error_of(std::string("keep_layers = -2\n") + kRecipe);
+  EXPECT_TRUE(has(e, "keep_layers") && has(e, ">= 0") && has(e, "-2") && has(e, "recipe.toml:1")) << e;
+  e = error_of(kRecipe, {"keep_layers=-1"});
+  EXPECT_TRUE(has(e, "keep_layers") && has(e, "--set keep_layers=-1")) << e;
+  EXPECT_TRUE(has(error_of(kRecipe, {"keep_layers=half"}), "integer"));
 }
 
 TEST(TrainConfig, UnknownKeyNamesKeyAndFile) {

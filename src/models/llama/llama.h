@@ -84,7 +84,7 @@ class LlamaModel final : public CausalLM {
   Tensor layer_forward(LlamaLayer& ly, LlamaLayerActs& a, const Tensor& pos, int64_t B, int64_t T);
   void recompute_layer(LlamaLayer& ly, LlamaLayerActs& a, const Tensor& pos, int64_t B, int64_t T);
   float loss_and_backward(const Tensor& ids, const Tensor& targets, float grad_weight, bool backward,
-                          bool recompute);
+                          const TrainOptions& opt);
 
   LlamaConfig cfg_;
   ModelInfo info_;

@@ -16,7 +16,8 @@
 namespace anvil {
 
 // What the backward needs of one layer. With recomputation only `h` is kept between the forward and the
-// backward (except for the last layer, whose backward comes first); the backward rebuilds the rest.
+// backward (except in the last TrainOptions::keep_layers layers, whose backward comes first); the backward
+// rebuilds the rest.
 struct LlamaLayerActs {
   Tensor h;       // (N, C) residual stream entering the layer
   Tensor n1;      // (N, C) input_layernorm output
@@ -44,8 +45,10 @@ struct LlamaLayerActs {
 // NKV·HD 512, H 8192, 16 layers): 75,912 B against 4,096 B per token and layer, so the stack keeps
 // 16 · 75,912 = 1.21 MB per token without and 16 · 4,096 + 71,816 = 137 KB with recompute (8.8× less; at
 // batch 8 × 2048 tokens: 19.9 GB → 2.25 GB) for one more forward of 15 of the 16 layers (≈ +30% FLOPs).
+// TrainOptions::keep_layers = K keeps everything in the last K layers instead of the last one: each extra one
+// costs 75,912 − 4,096 B per token (1.18 GB at 8 × 2048) and saves one recomputed forward.
 struct LlamaModel::Acts {
-  bool recompute = false;  // keep only each layer's input (TrainOptions::recompute)
+  int64_t recomputed = 0;  // layers [0, recomputed) keep only their input (TrainOptions::recomputed_layers)
   int64_t B = 0, T = 0;
   Tensor ids;          // (N) i32 on device
   Tensor pos;          // (N) i32 positions 0..T-1 per sequence
@@ -110,7 +113,7 @@ Tensor LlamaModel::layer_forward(LlamaLayer& ly, LlamaLayerActs& a, const Tensor
 }
 
 // Runs the decoder stack on ids (N) and returns the final normed hidden states (N, C). With `acts`, saves what
-// the backward needs (only the layer inputs when acts->recompute).
+// the backward needs (only the layer input in the first acts->recomputed layers).
 Tensor LlamaModel::forward_hidden(const Tensor& ids, int64_t B, int64_t T, Acts* acts) {
   const int64_t N = B * T, C = cfg_.hidden_size;
   const float eps = float(cfg_.rms_norm_eps);
@@ -141,7 +144,7 @@ Tensor LlamaModel::forward_hidden(const Tensor& ids, int64_t B, int64_t T, Acts*
     branch = layer_forward(ly, a, pos, B, T);
     h = a.mid;
     if (acts) {
-      if (acts->recompute && l + 1 < layers_.size()) a.keep_input_only();
+      if (int64_t(l) < acts->recomputed) a.keep_input_only();
       acts->layers[l] = std::move(a);
     }
   }
@@ -168,7 +171,7 @@ void LlamaModel::recompute_layer(LlamaLayer& ly, LlamaLayerActs& a, const Tensor
 }
 
 float LlamaModel::loss_and_backward(const Tensor& ids_in, const Tensor& targets_in, float grad_weight,
-                                    bool backward, bool recompute) {
+                                    bool backward, const TrainOptions& opt) {
   check_dim("llama", "ids", ids_in, 2);
   check_dtype("llama", "ids", ids_in, DType::i32);
   check_shape("llama", "targets", targets_in, ids_in.shape());
@@ -183,7 +186,7 @@ float LlamaModel::loss_and_backward(const Tensor& ids_in, const Tensor& targets_
   Tensor ids = ids_in.contiguous().view({N}).to(device_);
   Tensor targets = targets_in.contiguous().view({N}).to(device_);
   Acts acts;
-  acts.recompute = recompute;
+  acts.recomputed = backward ? opt.recomputed_layers(int64_t(layers_.size())) : 0;
   Tensor nf = forward_hidden(ids, B, T, backward ? &acts : nullptr);
   if (!backward) return lm_loss_fwd(nf, lm_head_->weight, targets, targets_in);
   // The head's loss and gradients in one pass (the logits once): dnf = d(n_final), lm_head's grad accumulated.
@@ -240,11 +243,11 @@ float LlamaModel::loss_and_backward(const Tensor& ids_in, const Tensor& targets_
 
 float LlamaModel::forward_backward(const Tensor& ids, const Tensor& targets, float grad_weight,
                                    const TrainOptions& opt) {
-  return loss_and_backward(ids, targets, grad_weight, true, opt.recompute);
+  return loss_and_backward(ids, targets, grad_weight, true, opt);
 }
 
 float LlamaModel::forward_loss(const Tensor& ids, const Tensor& targets) {
-  return loss_and_backward(ids, targets, 1.f, false, false);
+  return loss_and_backward(ids, targets, 1.f, false, TrainOptions{});
 }
 
 }  // namespace anvil

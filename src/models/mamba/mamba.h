@@ -88,7 +88,7 @@ class MambaModel final : public CausalLM {
   Tensor forward_hidden(const Tensor& ids_dev, int64_t B, int64_t T, Acts* acts);  // final normed (N, C)
   void recompute_layer(MambaLayer& ly, MambaLayerActs& a, int64_t B, int64_t T);
   float loss_and_backward(const Tensor& ids, const Tensor& targets, float grad_weight, bool backward,
-                          bool recompute);
+                          const TrainOptions& opt);
 
   MambaConfig cfg_;
   ModelInfo info_;

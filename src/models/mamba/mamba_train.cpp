@@ -15,7 +15,8 @@
 namespace anvil {
 
 // What the backward needs of one layer. With recomputation only `h` is kept between the forward and the
-// backward (except for the last layer, whose backward comes first); the backward rebuilds the rest.
+// backward (except in the last TrainOptions::keep_layers layers, whose backward comes first); the backward
+// rebuilds the rest.
 struct MambaLayerActs {
   Tensor h;      // (N, C) residual stream entering the layer
   Tensor n;      // (N, C) norm output
@@ -35,9 +36,11 @@ struct MambaLayerActs {
 // layer keeps h (C) only, and the last layer keeps everything. Mamba-130m in bf16 (C 768, D 1536, R 48, N 16,
 // 24 layers): 18,788 B against 1,536 B per token and layer, so the stack keeps 24 · 18,788 = 451 KB per token
 // without and 24 · 1,536 + 17,252 = 54 KB with recompute (8.3× less; at batch 16 × 2048 tokens: 14.8 GB →
-// 1.77 GB) for one more forward of 23 of the 24 layers (≈ +30% FLOPs).
+// 1.77 GB) for one more forward of 23 of the 24 layers (≈ +30% FLOPs). TrainOptions::keep_layers = K keeps
+// everything in the last K layers instead of the last one: each extra one costs 18,788 − 1,536 B per token and
+// saves one recomputed forward (Mamba-1.4B, C 2048, D 4096, R 128: 49,988 − 4,096 B, 0.38 GB at 4 × 2048).
 struct MambaModel::Acts {
-  bool recompute = false;  // keep only each layer's input (TrainOptions::recompute)
+  int64_t recomputed = 0;  // layers [0, recomputed) keep only their input (TrainOptions::recomputed_layers)
   int64_t B = 0, T = 0;
   Tensor ids;  // (N) i32 on device
   std::vector<MambaLayerActs> layers;
@@ -101,7 +104,7 @@ Tensor MambaModel::mixer_forward(MambaLayer& ly, const Tensor& n, int64_t B, int
 }
 
 // Runs the stack on ids (N) and returns the final normed hidden states (N, C). With `acts`, keeps what the
-// backward needs (only the layer inputs when acts->recompute).
+// backward needs (only the layer input in the first acts->recomputed layers).
 Tensor MambaModel::forward_hidden(const Tensor& ids, int64_t B, int64_t T, Acts* acts) {
   const int64_t N = B * T, C = cfg_.hidden_size;
   const float eps = float(cfg_.layer_norm_epsilon);
@@ -130,7 +133,7 @@ Tensor MambaModel::forward_hidden(const Tensor& ids, int64_t B, int64_t T, Acts*
     branch = mixer_forward(ly, a.n, B, T, a.m);
     h = a.h;
     if (acts) {
-      if (acts->recompute && l + 1 < layers_.size()) a.keep_input_only();
+      if (int64_t(l) < acts->recomputed) a.keep_input_only();
       acts->layers[l] = std::move(a);
     }
   }
@@ -156,7 +159,7 @@ void MambaModel::recompute_layer(MambaLayer& ly, MambaLayerActs& a, int64_t B, i
 }
 
 float MambaModel::loss_and_backward(const Tensor& ids_in, const Tensor& targets_in, float grad_weight,
-                                    bool backward, bool recompute) {
+                                    bool backward, const TrainOptions& opt) {
   check_dim("mamba", "ids", ids_in, 2);
   check_dtype("mamba", "ids", ids_in, DType::i32);
   check_shape("mamba", "targets", targets_in, ids_in.shape());
@@ -169,7 +172,7 @@ float MambaModel::loss_and_backward(const Tensor& ids_in, const Tensor& targets_
   Tensor ids = ids_in.contiguous().view({NT}).to(device_);
   Tensor targets = targets_in.contiguous().view({NT}).to(device_);
   Acts acts;
-  acts.recompute = recompute;
+  acts.recomputed = backward ? opt.recomputed_layers(int64_t(layers_.size())) : 0;
   Tensor nf = forward_hidden(ids, B, T, backward ? &acts : nullptr);
   if (!backward) return lm_loss_fwd(nf, lm_head_->weight, targets, targets_in);
   // The head's loss and gradients in one pass (the logits once): dnf = d(n_final), lm_head's grad accumulated.
@@ -245,11 +248,11 @@ float MambaModel::loss_and_backward(const Tensor& ids_in, const Tensor& targets_
 
 float MambaModel::forward_backward(const Tensor& ids, const Tensor& targets, float grad_weight,
                                    const TrainOptions& opt) {
-  return loss_and_backward(ids, targets, grad_weight, true, opt.recompute);
+  return loss_and_backward(ids, targets, grad_weight, true, opt);
 }
 
 float MambaModel::forward_loss(const Tensor& ids, const Tensor& targets) {
-  return loss_and_backward(ids, targets, 1.f, false, false);
+  return loss_and_backward(ids, targets, 1.f, false, TrainOptions{});
 }
 
 }  // namespace anvil
