@@ -53,6 +53,11 @@ class Backend {
   virtual void copy_device(void* dst, const void* src, size_t nbytes) = 0;
   virtual void synchronize() = 0;
   virtual DeviceInfo info() const = 0;
+  // Pitched copy within this device: `height` runs of `width` bytes, run i from src + i * spitch to dst + i *
+  // dpitch (cudaMemcpy2D's contract). One call for a slice along the middle dim of a 3-D tensor, e.g. rows
+  // [r0, r1) of every (R, T) matrix of a (B, R, T) batch.
+  virtual void copy_device_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                              size_t height) = 0;
 };
 
 Backend& backend(Device d);   // throws if the device kind is not compiled in or the index does not exist

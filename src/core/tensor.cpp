@@ -227,9 +227,46 @@ Tensor Tensor::clone() const {
   return dst;
 }
 
+namespace {
+// d and s (one shape) as `height` runs of `width` elements, run i at i * pd in d and i * ps in s: the innermost
+// dims where both are contiguous make a run, and the dims outside it must step uniformly in each. A slice along
+// the middle dim of a (B, R, T) tensor is B runs of (r1 - r0) * T elements, R * T apart.
+bool pitched_pair(const Tensor& d, const Tensor& s, int64_t& width, int64_t& height, int64_t& pd, int64_t& ps) {
+  int i = d.dim() - 1;
+  width = 1;
+  for (; i >= 0; i--) {
+    if (d.size(i) == 1) continue;
+    if (d.stride(i) != width || s.stride(i) != width) break;
+    width *= d.size(i);
+  }
+  height = 1;
+  pd = ps = width;
+  bool first = true;
+  for (; i >= 0; i--) {
+    if (d.size(i) == 1) continue;
+    if (first) {
+      pd = d.stride(i), ps = s.stride(i), height = d.size(i), first = false;
+    } else if (d.stride(i) == pd * height && s.stride(i) == ps * height) {
+      height *= d.size(i);
+    } else {
+      return false;
+    }
+  }
+  return pd >= width && ps >= width;
+}
+}  // namespace
+
 void Tensor::copy_(const Tensor& src) {
   ANVIL_CHECK(src.shape_ == shape_, "Tensor::copy_", shape_str(shape_), shape_str(src.shape_));
   ANVIL_CHECK(src.dtype_ == dtype_, "Tensor::copy_", dtype_name(dtype_), dtype_name(src.dtype_));
+  int64_t width = 0, height = 0, pd = 0, ps = 0;
+  if (src.device() == device() && numel() > 0 && pitched_pair(*this, src, width, height, pd, ps)) {
+    const size_t es = dtype_size(dtype_);
+    if (height == 1) return backend(device()).copy_device(data_ptr(), src.data_ptr(), size_t(width) * es);
+    backend(device()).copy_device_2d(data_ptr(), size_t(pd) * es, src.data_ptr(), size_t(ps) * es,
+                                     size_t(width) * es, size_t(height));
+    return;
+  }
   ANVIL_CHECK(is_contiguous(), "Tensor::copy_", "a contiguous destination", describe());
   Tensor s = src.contiguous();
   if (s.device() == device())

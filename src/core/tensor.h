@@ -75,7 +75,9 @@ class Tensor {
   Tensor to(Device device) const;   // returns *this (shared) if already there
   Tensor contiguous() const;
   Tensor clone() const;
-  void copy_(const Tensor& src);    // same shape and dtype; any devices; src may be strided
+  // Same shape and dtype; any devices. The destination is contiguous and src any strides, or both are on one
+  // device and step alike but for one pitch each (slices along a middle dim): then one pitched device copy.
+  void copy_(const Tensor& src);
   void zero_();
   // Elements converted to f32 on the host (any dtype, any device, any strides).
   std::vector<float> to_floats() const;

@@ -45,6 +45,39 @@ TEST(Tensor, DtypeConversionOnLoad) {
   EXPECT_EQ(v[2], -3.5f);
 }
 
+// copy_ between slices along the middle dim of (B, R, T) tensors (one pitched copy) and into contiguous ones,
+// on the CPU and, when present, the GPU; elements outside the destination slice keep their values.
+TEST(Tensor, CopyBetweenMiddleDimSlices) {
+  std::vector<Device> devs{Device::cpu()};
+  if (gpu_available()) devs.push_back(Device::gpu(0));
+  for (Device d : devs) {
+    const int64_t B = 3, R = 5, T = 4;
+    std::vector<float> a(size_t(B * R * T)), z(size_t(B * 2 * T), 0.f);
+    for (size_t i = 0; i < a.size(); i++) a[i] = float(i);
+    Tensor big = Tensor::from_floats(a, {B, R, T}, DType::bf16).to(d);
+    Tensor dst = Tensor::from_floats(std::vector<float>(size_t(B * R * T), -1.f), {B, R, T}, DType::bf16).to(d);
+    dst.slice(1, 3, 5).copy_(big.slice(1, 1, 3));  // rows 1-2 of every matrix into rows 3-4
+    const auto got = dst.to_floats();
+    for (int64_t b = 0; b < B; b++)
+      for (int64_t r = 0; r < R; r++)
+        for (int64_t t = 0; t < T; t++) {
+          const float want = r >= 3 ? a[size_t((b * R + r - 2) * T + t)] : -1.f;
+          ASSERT_EQ(got[size_t((b * R + r) * T + t)], want)
+              << (d.is_cpu() ? "cpu" : "gpu") << " b" << b << " r" << r << " t" << t;
+        }
+    Tensor packed = Tensor::from_floats(z, {B, 2, T}, DType::bf16).to(d);
+    packed.copy_(big.slice(1, 2, 4));  // a slice into a contiguous tensor, and back into another slice
+    EXPECT_EQ(packed.to_floats(), big.slice(1, 2, 4).contiguous().to_floats()) << (d.is_cpu() ? "cpu" : "gpu");
+    Tensor back = Tensor::zeros({B, R, T}, DType::bf16, d);
+    back.slice(1, 0, 2).copy_(packed);
+    EXPECT_EQ(back.slice(1, 0, 2).contiguous().to_floats(), packed.to_floats()) << (d.is_cpu() ? "cpu" : "gpu");
+    EXPECT_EQ(back.slice(1, 2, 5).contiguous().to_floats(), std::vector<float>(size_t(B * 3 * T), 0.f)) << (d.is_cpu() ? "cpu" : "gpu");
+    // A transposed destination is neither contiguous nor pitched: still an error.
+    Tensor sq = Tensor::zeros({4, 4}, DType::f32, d);
+    EXPECT_THROW(sq.transpose(0, 1).copy_(Tensor::zeros({4, 4}, DType::f32, d)), Error) << (d.is_cpu() ? "cpu" : "gpu");
+  }
+}
+
 TEST(Tensor, GpuWithoutBackendIsAClearError) {
   if (gpu_available()) GTEST_SKIP() << "a GPU is present";
   EXPECT_THROW(Tensor::empty({4}, DType::f32, Device::gpu(0)), Error);

@@ -22,6 +22,11 @@ class CpuBackend final : public Backend {
   void copy_to_host(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
   void copy_from_host(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
   void copy_device(void* dst, const void* src, size_t n) override { std::memmove(dst, src, n); }
+  void copy_device_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                      size_t height) override {
+    for (size_t i = 0; i < height; i++)
+      std::memmove(static_cast<char*>(dst) + i * dpitch, static_cast<const char*>(src) + i * spitch, width);
+  }
   void synchronize() override {}
   DeviceInfo info() const override {
     DeviceInfo i;

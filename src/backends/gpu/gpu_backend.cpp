@@ -14,6 +14,10 @@ class GpuBackend final : public Backend {
   void copy_to_host(void* dst, const void* src, size_t n) override { gpu::copy_d2h(dst, src, n); }
   void copy_from_host(void* dst, const void* src, size_t n) override { gpu::copy_h2d(dst, src, n); }
   void copy_device(void* dst, const void* src, size_t n) override { gpu::copy_d2d(dst, src, n); }
+  void copy_device_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                      size_t height) override {
+    gpu::copy_d2d_2d(dst, dpitch, src, spitch, width, height);
+  }
   void synchronize() override { gpu::synchronize(); }
   DeviceInfo info() const override { return gpu::device_info(index_); }
 

@@ -185,6 +185,9 @@ void copy_d2h(void* dst, const void* src, size_t n) {
 void copy_d2d(void* dst, const void* src, size_t n) {
   ANVIL_GPU_CHECK(gpuMemcpyAsync(dst, src, n, gpuMemcpyDeviceToDevice, stream()));
 }
+void copy_d2d_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height) {
+  ANVIL_GPU_CHECK(gpuMemcpy2DAsync(dst, dpitch, src, spitch, width, height, gpuMemcpyDeviceToDevice, stream()));
+}
 void synchronize() { ANVIL_GPU_CHECK(gpuStreamSynchronize(stream())); }
 
 // ---- events --------------------------------------------------------------------------------------------

@@ -26,6 +26,8 @@ void memset_async(void* p, int value, size_t nbytes);
 void copy_h2d(void* dst, const void* src, size_t nbytes);  // synchronous w.r.t. the host
 void copy_d2h(void* dst, const void* src, size_t nbytes);
 void copy_d2d(void* dst, const void* src, size_t nbytes);  // async on the current stream
+// Pitched device-to-device copy, async on the current stream (Backend::copy_device_2d).
+void copy_d2d_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height);
 void synchronize();
 
 // Streams: every kernel launches on current_stream(); default is a per-device non-blocking stream.

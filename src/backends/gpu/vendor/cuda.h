@@ -169,6 +169,7 @@ __device__ __forceinline__ void anvil_cp_async_wait_all() {
 #define gpuFree cudaFree
 #define gpuMemcpy cudaMemcpy
 #define gpuMemcpyAsync cudaMemcpyAsync
+#define gpuMemcpy2DAsync cudaMemcpy2DAsync
 #define gpuMemsetAsync cudaMemsetAsync
 #define gpuMemcpyHostToDevice cudaMemcpyHostToDevice
 #define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost

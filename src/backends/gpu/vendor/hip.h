@@ -73,6 +73,7 @@ __device__ __forceinline__ void anvil_cp_async_wait_all() {}
 #define gpuFree hipFree
 #define gpuMemcpy hipMemcpy
 #define gpuMemcpyAsync hipMemcpyAsync
+#define gpuMemcpy2DAsync hipMemcpy2DAsync
 #define gpuMemsetAsync hipMemsetAsync
 #define gpuMemcpyHostToDevice hipMemcpyHostToDevice
 #define gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
