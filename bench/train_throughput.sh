@@ -25,9 +25,10 @@
 # + 32 = 24,736 bf16 elements = 49,472 B, + 4 B f32 rstd + D*N*4/512 = 512 B of scan states = 49,988 B; at
 # 4 x 2048 = 8,192 tokens 0.41 GB a layer, of which h (2C = 4,096 B, 0.034 GB) is kept anyway: +0.38 GB per
 # extra kept layer. Keep 1: state 25 GB + 2 GB kept (47 inputs 1.58 GB + the last layer 0.41 GB), 27.8 GB
-# measured peak; the 40 GB cap leaves 12.2 GB = 32 extra layers at most. Keep 24 (23 extra, +8.6 GB, ~36.4 GB)
-# would leave ~3.6 GB for the allocator's slack and recompute 24 layers instead of 47 (about half the cost);
-# it stays 1 until measured on the GPU.
+# measured peak; the 40 GB cap leaves 12.2 GB = 32 extra layers at most. Measured on the H200 (2026-11-30):
+# keep 20 35.95 GB, keep 26 38.20 GB, keep 29 39.33 GB peak (+0.38 GB a layer, as predicted, over a 28.8 GB
+# base that now holds the cross-entropy pass's 1.6 GB of logits); 26 keeps 1.8 GB under the cap. Llama-3.2-1B
+# (1.18 GB a layer at 8 x 2048): keep 4 29.84 GB, keep 11 38.07 GB.
 set -uo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$here"  # presets are read from configs/models under the working directory
@@ -43,8 +44,8 @@ mkdir -p "$out"
 #      preset        batch  tok/s target  GB target  recompute (auto)  keep (optional, default 1)
 rows=("mamba-130m    16     250000        37         0"
       "mamba-370m    8      100000        32         0"
-      "mamba-1.4b    4      40000         40         1                 1"
-      "llama-3.2-1b  8      66000         40         1")
+      "mamba-1.4b    4      40000         40         1                 26"
+      "llama-3.2-1b  8      66000         40         1                 11")
 
 names=" $(for r in "${rows[@]}"; do read -r n _ <<<"$r"; printf '%s ' "$n"; done)"
 for kv in ${KEEP:-}; do  # checked before any run: a typo must not cost the runs before its row
