@@ -75,6 +75,13 @@ int64_t chunk_rows_of(int64_t chunk_rows, int64_t N, int64_t V) {
   return std::min(r, N);
 }
 
+// The backward's buffers for n logit values: f32 logits, and dlogits in h's dtype dt, since they feed GEMMs with
+// w and h (for f32 the same buffer: the dlogits overwrite the logits in place).
+void pass_buffers(int64_t n, DType dt, Device dev, Tensor& logits, Tensor& dlogits) {
+  logits = Tensor::empty({n}, DType::f32, dev);
+  dlogits = dt == DType::f32 ? logits : Tensor::empty({n}, dt, dev);
+}
+
 // The (N, vc) leading part of a flat chunk buffer.
 Tensor chunk_view(const Tensor& buf, int64_t N, int64_t vc) { return buf.slice(0, 0, N * vc).view({N, vc}); }
 
@@ -123,9 +130,8 @@ void cross_entropy_bwd(const Tensor& dloss, const Tensor& h, const Tensor& w, co
   const Device dev = h.device();
   const DType dt = h.dtype();
   const int64_t Vc = chunk_cols(chunk, N, V);
-  Tensor logits = Tensor::empty({N * Vc}, DType::f32, dev);
-  // dlogits feed GEMMs with w and h, so they take their dtype; for f32 they overwrite the logits in place.
-  Tensor dlogits = dt == DType::f32 ? logits : Tensor::empty({N * Vc}, dt, dev);
+  Tensor logits, dlogits;
+  pass_buffers(N * Vc, dt, dev, logits, dlogits);
   // dh sums over every chunk: in f32 (dh itself when f32), so a 1000-chunk vocabulary rounds once, not 1000x.
   Tensor dh_acc = dt == DType::f32 ? dh : Tensor::empty(dh.shape(), DType::f32, dev);
   for (int64_t v0 = 0; v0 < V; v0 += Vc) {
@@ -153,9 +159,8 @@ void cross_entropy_fwd_bwd(const Tensor& h, const Tensor& w, const Tensor& targe
   const Device dev = h.device();
   const DType dt = h.dtype();
   const int64_t R = chunk_rows_of(chunk_rows, N, V);
-  Tensor logits = Tensor::empty({R * V}, DType::f32, dev);
-  // dlogits feed GEMMs with w and h, so they take their dtype; for f32 they overwrite the logits in place.
-  Tensor dlogits = dt == DType::f32 ? logits : Tensor::empty({R * V}, dt, dev);
+  Tensor logits, dlogits;
+  pass_buffers(R * V, dt, dev, logits, dlogits);
   Tensor m = Tensor::empty({R}, DType::f32, dev), s = Tensor::empty({R}, DType::f32, dev);
   Tensor tgt = Tensor::empty({R}, DType::f32, dev), lse = Tensor::empty({R}, DType::f32, dev);
   for (int64_t r0 = 0; r0 < N; r0 += R) {
