@@ -102,8 +102,12 @@ TEST(Dtype, Fp8FnuzConversions) {
     if (std::isnan(v)) continue;
     uint8_t u = fp8_convert(uint8_t(c), fp8_format_e4m3fn(), fp8_format_e4m3fnuz());
     float back = fp8_to_f32(u, fp8_format_e4m3fnuz());
-    if (std::fabs(v) <= 240.f && std::fabs(v) >= 0x1p-10f) EXPECT_EQ(back, v) << c;
-    if (std::fabs(v) > 240.f) EXPECT_EQ(std::fabs(back), 240.f) << c;
+    if (std::fabs(v) <= 240.f && std::fabs(v) >= 0x1p-10f) {
+      EXPECT_EQ(back, v) << c;
+    }
+    if (std::fabs(v) > 240.f) {
+      EXPECT_EQ(std::fabs(back), 240.f) << c;
+    }
   }
 }
 
