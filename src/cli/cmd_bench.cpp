@@ -125,11 +125,12 @@ int run_train_bench(const BenchTrainOptions& o) {
       o.target_mem_gb > 0 ? fmt("%.1f GB", o.target_mem_gb) : "-", o.target_mem_gb > 0 ? mem_ok : "");
   row("  params+opt state", gb_or_mb(double(r.state_bytes)) + " (weights, fp32 masters, grads, AdamW)", "-", "");
   row("  activations kept", gb_or_mb(double(r.activation_bytes)) + " (saved for the backward)", "-", "");
-  // One line for scripts (bench/train_throughput.sh collects them).
+  // One line for scripts (bench/train_throughput.sh collects them). keep_layers: the layers that keep every
+  // activation, as run (all of them without recompute, at most all with it).
   std::printf("RESULT model=%s batch=%lld seq=%lld dtype=%s recompute=%d keep_layers=%lld tok_s=%.0f ms_step=%.2f "
               "mfu=%s peak_gb=%.2f tok_target=%s mem_target=%s\n",
               o.model.c_str(), (long long)o.bench.batch, (long long)o.bench.seq, dtype_name(dt),
-              int(o.bench.recompute), (long long)o.bench.keep_layers, r.tokens_per_s, r.median_ms,
+              int(o.bench.recompute), (long long)kept, r.tokens_per_s, r.median_ms,
               gpu ? fmt("%.1f%%", 100 * mfu).c_str() : "-", peak_gb, tok_ok, mem_ok);
   return 0;
 }
