@@ -78,8 +78,8 @@ class CausalLM {
   virtual std::vector<Param>& params() = 0;
   void zero_grad();
   // After the fp32 masters changed (loading, an optimizer step that could not write every compute copy): refresh
-  // the compute copies (a no-op when they are the same tensor), then refresh_derived(). Overrides call
-  // refresh_derived() too.
+  // the compute copies (a no-op when they are the same tensor), then refresh_derived(). Models with derived
+  // state override refresh_derived(), not this.
   virtual void sync_weights();
   // Recomputes the state a model derives from its fp32 masters other than the compute copies (Mamba's
   // A = -exp(A_log)). The optimizer calls it after every step that wrote every compute copy itself, instead of

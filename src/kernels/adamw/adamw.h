@@ -12,7 +12,7 @@
 //                     weight decays), bit-identical to adamw_step on each tensor.
 //   grad_sum_squares_multi: the squared global gradient norm for clipping, two launches on the GPU.
 //   zero_multi: zero_grad, one launch on the GPU instead of one memset per tensor.
-// On the GPU both read a table of the tensors (pointers, sizes, block offsets) kept in device memory and
+// On the GPU all three read a table of the tensors (pointers, sizes, block offsets) kept in device memory and
 // reused while the list stays the same, so the steady state of a training loop copies nothing to the device.
 #pragma once
 #include <vector>

@@ -17,33 +17,25 @@ constexpr int kThreads = 256;
 constexpr int kFinalThreads = 1024;
 constexpr int64_t kChunk = 32768;  // a multiple of 4: every chunk of an aligned tensor starts aligned
 
-struct Entry {
-  const float* x;
-  int64_t n;
-  int64_t first_block;  // blocks of the entries before this one
-  int32_t vec;          // x 16-byte aligned: 4 elements per load
-  int32_t unused;       // explicit padding: tables are compared as bytes (tensor_table.cuh)
-};
-static_assert(sizeof(Entry) == 32, "no implicit padding in a table entry");
-
-__global__ void __launch_bounds__(kThreads) partial_kernel(const Entry* __restrict__ table, int count,
+__global__ void __launch_bounds__(kThreads) partial_kernel(const gpu::SpanEntry* __restrict__ table, int count,
                                                             float* __restrict__ partial) {
   __shared__ float scratch[gpu::kWarpSize];
   const int64_t b = blockIdx.x;
-  const Entry e = table[gpu::find_entry(table, count, b)];
+  const gpu::SpanEntry e = table[gpu::find_entry(table, count, b)];
+  const float* x = static_cast<const float*>(e.p);
   const int64_t begin = (b - e.first_block) * kChunk, end = begin + kChunk < e.n ? begin + kChunk : e.n;
   float acc = 0.f;
   int64_t done = begin;
   if (e.vec) {
     const int64_t n4 = (end - begin) / 4;
     for (int64_t k = threadIdx.x; k < n4; k += kThreads) {
-      const auto x = gpu::load_pack(e.x + begin + 4 * k);
+      const auto q = gpu::load_pack(x + begin + 4 * k);
 #pragma unroll
-      for (int j = 0; j < 4; j++) acc += x.v[j] * x.v[j];
+      for (int j = 0; j < 4; j++) acc += q.v[j] * q.v[j];
     }
     done = begin + 4 * n4;
   }
-  for (int64_t i = done + threadIdx.x; i < end; i += kThreads) acc += e.x[i] * e.x[i];
+  for (int64_t i = done + threadIdx.x; i < end; i += kThreads) acc += x[i] * x[i];
   acc = gpu::block_sum(acc, scratch);
   if (threadIdx.x == 0) partial[b] = acc;
 }
@@ -60,23 +52,10 @@ __global__ void __launch_bounds__(kFinalThreads) final_kernel(const float* __res
 }  // namespace
 
 void grad_sum_squares_multi_gpu(const std::vector<Tensor>& xs, Tensor& out) {
-  std::vector<Entry> table;
   int64_t blocks = 0;
-  for (const Tensor& x : xs) {
-    const int64_t n = x.numel();
-    if (n == 0) continue;
-    Entry e;
-    e.x = x.data<float>();
-    e.n = n;
-    e.first_block = blocks;
-    e.vec = gpu::aligned16(e.x);
-    e.unused = 0;
-    table.push_back(e);
-    blocks += (n + kChunk - 1) / kChunk;
-  }
+  const std::vector<gpu::SpanEntry> table = gpu::span_table(xs, false, kChunk, "grad_sum_squares_multi", blocks);
   if (table.empty()) return;  // every tensor empty: out += 0
-  ANVIL_CHECK(blocks <= INT32_MAX, "grad_sum_squares_multi", str("at most ", INT32_MAX, " blocks"), blocks);
-  const auto* dt = static_cast<const Entry*>(gpu::cached_table(gpu::table_bytes(table)));
+  const auto* dt = static_cast<const gpu::SpanEntry*>(gpu::cached_table(gpu::table_bytes(table)));
   Tensor partial = Tensor::empty({blocks}, DType::f32, out.device());
   partial_kernel<<<int(blocks), kThreads, 0, gpu::stream()>>>(dt, int(table.size()), partial.data<float>());
   ANVIL_LAUNCH_CHECK();

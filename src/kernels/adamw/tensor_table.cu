@@ -6,7 +6,7 @@
 namespace anvil::gpu {
 
 namespace {
-constexpr size_t kCapacity = 16;  // tables kept: a training run uses 2 (AdamW, gradient norm), tests a few more
+constexpr size_t kCapacity = 16;  // tables kept: a training run uses 3 (AdamW, gradient norm, zero), tests more
 
 struct Cached {
   int device;
@@ -41,6 +41,20 @@ const void* cached_table(const std::vector<unsigned char>& bytes) {
   copy_h2d(p, bytes.data(), bytes.size());
   cache->push_back({device, bytes, p, calls});
   return p;
+}
+
+std::vector<SpanEntry> span_table(const std::vector<Tensor>& xs, bool bytes, int64_t chunk, const char* op,
+                                  int64_t& blocks) {
+  std::vector<SpanEntry> table;
+  blocks = 0;
+  for (const Tensor& x : xs) {
+    const int64_t n = bytes ? int64_t(x.nbytes()) : x.numel();
+    if (n == 0) continue;
+    table.push_back({x.data_ptr(), n, blocks, int32_t(aligned16(x.data_ptr())), 0});
+    blocks += (n + chunk - 1) / chunk;
+  }
+  ANVIL_CHECK(blocks <= INT32_MAX, op, str("at most ", INT32_MAX, " blocks"), blocks);
+  return table;
 }
 
 }  // namespace anvil::gpu

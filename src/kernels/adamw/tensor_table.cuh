@@ -1,13 +1,31 @@
-// The descriptor tables of the multi-tensor kernels (adamw_multi.cu, grad_sum_squares.cu): one entry per
-// tensor, each owning a run of consecutive blocks of the grid that starts at its `first_block`.
+// The descriptor tables of the multi-tensor kernels (adamw_multi.cu, grad_sum_squares.cu, zero_multi.cu): one
+// entry per tensor, each owning a run of consecutive blocks of the grid that starts at its `first_block`.
 #pragma once
 #include <cstdint>
 #include <type_traits>
 #include <vector>
 
-#include "backends/gpu/common.cuh"
+#include "backends/gpu/common.cuh"  // first: the vendor runtime before core/ headers
+
+#include "core/tensor.h"
 
 namespace anvil::gpu {
+
+// The entry of the single-buffer multi-tensor kernels (sum of squares, zero): one tensor as n units (elements or
+// bytes, as its kernel counts them) from p.
+struct SpanEntry {
+  void* p;
+  int64_t n;
+  int64_t first_block;  // blocks of the entries before this one
+  int32_t vec;          // p 16-byte aligned
+  int32_t unused;       // explicit padding: tables are compared as bytes
+};
+static_assert(sizeof(SpanEntry) == 32, "no implicit padding in a table entry");
+
+// One SpanEntry per non-empty tensor of xs, in order, counting bytes (bytes = true) or elements, a block per
+// `chunk` units; `blocks` gets their total, checked to fit one launch (`op` names the caller in the error).
+std::vector<SpanEntry> span_table(const std::vector<Tensor>& xs, bool bytes, int64_t chunk, const char* op,
+                                  int64_t& blocks);
 
 // A device copy of `bytes` (a table of entries) on the current device. Tables are kept, up to 16, keyed on
 // their bytes (pointers, sizes, offsets): a training loop passes the same tensors every step, so after the

@@ -34,8 +34,10 @@ void check_f32_vector(const char* op, const char* name, const Tensor& t, const T
   check_same_device(op, h, "h", t, name);
 }
 
-// dh (N, C) in h's dtype and dw (V, C) f32, contiguous, on h's device.
-void check_grads(const char* op, const Tensor& h, const Tensor& w, const Tensor& dh, const Tensor& dw) {
+// The backward's tensors: dloss (N) f32, dh (N, C) in h's dtype and dw (V, C) f32, contiguous, on h's device.
+void check_grads(const char* op, const Tensor& dloss, const Tensor& h, const Tensor& w, const Tensor& dh,
+                 const Tensor& dw) {
+  check_f32_vector(op, "dloss", dloss, h);
   check_shape(op, "dh", dh, h.shape());
   check_dtype(op, "dh", dh, h.dtype());
   check_contiguous(op, "dh", dh);
@@ -121,9 +123,8 @@ void cross_entropy_bwd(const Tensor& dloss, const Tensor& h, const Tensor& w, co
                        const Tensor& lse, Tensor& dh, Tensor& dw, int64_t chunk) {
   const char* op = "cross_entropy_bwd";
   check_inputs(op, h, w, targets, chunk);
-  check_f32_vector(op, "dloss", dloss, h);
   check_f32_vector(op, "lse", lse, h);
-  check_grads(op, h, w, dh, dw);
+  check_grads(op, dloss, h, w, dh, dw);
   const int64_t N = h.size(0), V = w.size(0);
   check_targets(op, targets, V);
   if (N == 0) return;
@@ -150,9 +151,8 @@ void cross_entropy_fwd_bwd(const Tensor& h, const Tensor& w, const Tensor& targe
                            Tensor& loss, Tensor& dh, Tensor& dw, int64_t chunk_rows) {
   const char* op = "cross_entropy_fwd_bwd";
   check_inputs(op, h, w, targets, chunk_rows);
-  check_f32_vector(op, "dloss", dloss, h);
   check_f32_vector(op, "loss", loss, h);
-  check_grads(op, h, w, dh, dw);
+  check_grads(op, dloss, h, w, dh, dw);
   const int64_t N = h.size(0), V = w.size(0);
   check_targets(op, targets, V);
   if (N == 0) return;

@@ -58,7 +58,6 @@ class LlamaModel final : public CausalLM {
                          const TrainOptions& opt) override;
   float forward_loss(const Tensor& ids, const Tensor& targets) override;
   std::vector<Param>& params() override { return params_; }
-  void sync_weights() override;
 
   std::unique_ptr<InferState> new_state(int batch, int max_len) override;
   void step(InferState& st, const Tensor& ids, Tensor& logits) override;

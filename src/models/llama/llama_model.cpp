@@ -161,11 +161,4 @@ std::unique_ptr<LlamaModel> LlamaModel::create(const LlamaConfig& cfg, Device de
   return m;
 }
 
-void LlamaModel::sync_weights() {
-  if (dtype_ != DType::f32)
-    for (auto& p : params_)
-      if (p.master.defined()) cast(p.master, p.weight);
-  refresh_derived();
-}
-
 }  // namespace anvil

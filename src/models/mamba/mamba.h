@@ -65,7 +65,6 @@ class MambaModel final : public CausalLM {
                          const TrainOptions& opt) override;
   float forward_loss(const Tensor& ids, const Tensor& targets) override;
   std::vector<Param>& params() override { return params_; }
-  void sync_weights() override;
   void refresh_derived() override { refresh_A(); }
 
   std::unique_ptr<InferState> new_state(int batch, int max_len) override;

@@ -96,13 +96,6 @@ void MambaModel::refresh_A() {
   for (auto& ly : layers_) neg_exp(ly.A_log->weight, ly.A);
 }
 
-void MambaModel::sync_weights() {
-  if (dtype_ != DType::f32)
-    for (auto& p : params_)
-      if (p.master.defined() && p.master.data_ptr() != p.weight.data_ptr()) cast(p.master, p.weight);
-  refresh_derived();
-}
-
 // transformers' MambaPreTrainedModel._init_weights, in the order it applies them:
 //   embeddings, in_proj, x_proj: normal(0, initializer_range);  norms: ones;
 //   A_log[d, n] = log(n + 1);  D = 1;  conv1d.bias = 0;
