@@ -89,7 +89,7 @@ TEST(CpuDeterminism, SelectiveScanBackward) {
   Tensor u = seeded({B, D, L}, 9), delta = seeded({B, D, L}, 10, -2.f, 1.f), A = seeded({D, N}, 11, -2.f, -0.1f);
   Tensor Bm = seeded({B, G, N, L}, 12), Cm = seeded({B, G, N, L}, 13), Dk = seeded({D}, 14), z = seeded({B, D, L}, 15);
   Tensor db = seeded({D}, 16), dout = seeded({B, D, L}, 17);
-  const int64_t chunks = selective_scan_chunks(L);
+  const int64_t chunks = selective_scan_states(L, N);
   expect_same_bits_for_any_thread_count([&] {
     auto E = [](const Shape& s) { return Tensor::empty(s, DType::f32, Device::cpu()); };
     auto Z = [](const Shape& s) { return Tensor::zeros(s, DType::f32, Device::cpu()); };

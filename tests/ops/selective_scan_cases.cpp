@@ -46,7 +46,7 @@ Ref reference(const S& s, const Inputs& in, const std::vector<float>& dA0, const
        g = to_double(in.dout);
   Ref r;
   r.out.resize(u.size());
-  r.states.resize(size_t(s.B * s.D * selective_scan_chunks(s.L) * s.N));
+  r.states.resize(size_t(s.B * s.D * selective_scan_states(s.L, s.N) * s.N));
   selective_scan_fwd_ref(u.data(), delta.data(), A.data(), Bm.data(), Cm.data(), s.dskip ? Dk.data() : nullptr,
                          s.z ? z.data() : nullptr, s.dbias ? db.data() : nullptr, s.softplus, r.out.data(),
                          r.states.data(), dims);
@@ -76,7 +76,7 @@ std::vector<Check> test_case(const Ctx& ctx, DType dt, const S& s) {
   Tensor z = s.z ? make(in.z, xs, dt, dev) : Tensor();
   Tensor db = s.dbias ? make(in.delta_bias, ds, DType::f32, dev) : Tensor();
   Tensor out = Tensor::empty(xs, dt, dev);
-  Tensor states = Tensor::empty({s.B, s.D, selective_scan_chunks(s.L), s.N}, DType::f32, dev);
+  Tensor states = Tensor::empty({s.B, s.D, selective_scan_states(s.L, s.N), s.N}, DType::f32, dev);
   selective_scan_fwd(u, delta, A, Bm, Cm, Dk, z, db, s.softplus, out, states);
 
   // Accumulating gradients start non-zero.
@@ -200,11 +200,11 @@ std::vector<Check> prefill_decode_case(const Ctx& ctx, DType dt, const S& s) {
   Tensor A = make(in.A, {s.D, s.N}, DType::f32, dev), Dk = make(in.D_skip, {s.D}, DType::f32, dev);
   Tensor db = make(in.delta_bias, {s.D}, DType::f32, dev);
   Tensor out = Tensor::empty(xs, dt, dev);
-  Tensor states = Tensor::empty({s.B, s.D, selective_scan_chunks(s.L), s.N}, DType::f32, dev);
+  Tensor states = Tensor::empty({s.B, s.D, selective_scan_states(s.L, s.N), s.N}, DType::f32, dev);
   selective_scan_fwd(make(cut(in.u, rx, -1), xs, dt, dev), make(cut(in.delta, rx, -1), xs, dt, dev), A,
                      make(cut(in.Bm, rb, -1), bs, dt, dev), make(cut(in.Cm, rb, -1), bs, dt, dev), Dk,
                      make(cut(in.z, rx, -1), xs, dt, dev), db, true, out, states);
-  Tensor state = states.select(2, selective_scan_chunks(s.L) - 1).contiguous();
+  Tensor state = states.select(2, selective_scan_states(s.L, s.N) - 1).contiguous();
   Tensor o1 = Tensor::empty({s.B, s.D}, dt, dev);
   selective_state_update(state, make(cut(in.u, rx, s.L), {s.B, s.D}, dt, dev),
                          make(cut(in.delta, rx, s.L), {s.B, s.D}, dt, dev), A,
@@ -273,7 +273,7 @@ std::vector<OpCase> cases() {
       Tensor Bm = make(in.Bm, bs, dt, dev), Cm = make(in.Cm, bs, dt, dev), Dk = make(in.D_skip, ds, DType::f32, dev);
       Tensor z = make(in.z, xs, dt, dev), db = make(in.delta_bias, ds, DType::f32, dev);
       Tensor out = Tensor::empty(xs, dt, dev);
-      Tensor states = Tensor::empty({s.B, s.D, selective_scan_chunks(s.L), s.N}, DType::f32, dev);
+      Tensor states = Tensor::empty({s.B, s.D, selective_scan_states(s.L, s.N), s.N}, DType::f32, dev);
       const double tokens = double(s.B * s.L);
       PerfResult r;
       if (!with_bwd) {

@@ -20,6 +20,8 @@ constexpr int kThreads = kWarps * kW;     // 128 or 256
 constexpr int kMaxN = int(kSelectiveScanMaxN);
 constexpr float kLog2e = 1.4426950408889634f;
 static_assert(kChunk % kW == 0 && kItems % 8 == 0, "a lane's steps must be whole 16-byte packs of bf16");
+static_assert(kChunk % kSelectiveScanTileEvery == 0 && kSelectiveScanTileEvery % kItems == 0,
+              "saved states fall on lane ends inside a chunk");
 
 // The host->kernel contract: flat pointers (typed in the kernel) and sizes.
 struct ScanParams {
@@ -27,11 +29,12 @@ struct ScanParams {
   const float *A, *D_skip, *delta_bias;
   int64_t L;
   int D, N, G, per_group, blocks_per_group, chunks;
+  int nstates, every;  // saved states per channel, steps between them (selective_scan.h)
   bool softplus;
 };
 struct ScanFwdParams : ScanParams {
   void* out;
-  float* states;  // (B, D, chunks, N)
+  float* states;  // (B, D, nstates, N)
 };
 struct ScanBwdParams : ScanParams {
   const void* dout;
@@ -210,7 +213,9 @@ ScanParams make_params(const Tensor& u, const Tensor& delta, const Tensor& A, co
   p.G = int(Bm.size(1));
   p.per_group = p.D / p.G;
   p.blocks_per_group = gpu::ceil_div(p.per_group, kWarps);
-  p.chunks = int(selective_scan_chunks(p.L));
+  p.chunks = int((p.L + kChunk - 1) / kChunk);
+  p.nstates = int(selective_scan_states(p.L, p.N));
+  p.every = int(selective_scan_state_every(p.N));
   p.softplus = softplus;
   return p;
 }

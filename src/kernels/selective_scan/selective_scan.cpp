@@ -62,7 +62,7 @@ void selective_scan_fwd(const Tensor& u, const Tensor& delta, const Tensor& A, c
   const char* op = "selective_scan_fwd";
   const int64_t N = check_inputs(op, u, delta, A, Bm, Cm, D_skip, z, delta_bias);
   check_like(op, "out", out, u, "u");
-  check_f32_vec(op, "states", states, {u.size(0), u.size(1), selective_scan_chunks(u.size(2)), N}, u);
+  check_f32_vec(op, "states", states, {u.size(0), u.size(1), selective_scan_states(u.size(2), N), N}, u);
   if (u.device().is_cpu())
     return selective_scan_fwd_cpu(u, delta, A, Bm, Cm, D_skip, z, delta_bias, delta_softplus, out, states);
 #ifdef ANVIL_HAS_GPU
@@ -77,7 +77,7 @@ void selective_scan_bwd(const Tensor& dout, const Tensor& u, const Tensor& delta
   const char* op = "selective_scan_bwd";
   const int64_t N = check_inputs(op, u, delta, A, Bm, Cm, D_skip, z, delta_bias);
   const int64_t D = u.size(1);
-  check_f32_vec(op, "states", states, {u.size(0), D, selective_scan_chunks(u.size(2)), N}, u);
+  check_f32_vec(op, "states", states, {u.size(0), D, selective_scan_states(u.size(2), N), N}, u);
   check_like(op, "dout", dout, u, "u");
   check_like(op, "du", du, u, "u");
   check_like(op, "ddelta", ddelta, u, "u");

@@ -3,7 +3,7 @@
 //
 // One warp per channel (b, d); its lanes lie along time, each holding kItems = 512 / kWarpSize consecutive steps
 // (16 on NVIDIA, 8 on AMD), so one pass of the warp covers one 512-step chunk — the same chunk on every backend,
-// which is what makes the saved `states` (B, D, chunks, N) portable. A block is kWarps channels of one
+// which is what makes the saved `states` (B, D, nstates, N) portable. A block is kWarps channels of one
 // (batch, group): they read the same Bm/Cm rows, so 3 of 4 warps find them in L1 instead of L2.
 // Per chunk and state n, the recurrence h_t = a_t h_{t-1} + b_t (a = exp(dt A), b = dt u B) is scanned
 // in three levels: sequentially inside a lane, across the warp with a shuffle scan of the (a, b) operator,
@@ -56,11 +56,13 @@ __device__ __forceinline__ void fwd_chunk(const ScanFwdParams& p, const Channel&
       h = fmaf(a[i], h, bv[i]);
       y[i] = fmaf(cv[i], h, y[i]);
     }
+    // The saved states: a lane whose last step ends an interval of p.every steps holds it (steps past L are the
+    // identity, so the lane ending the last interval holds the state after step L-1).
+    const int64_t te = t0 + kItems;
+    if (ch.valid && te % p.every == 0 && (te - 1) / p.every < p.nstates)
+      p.states[(ch.row * p.nstates + (te - 1) / p.every) * p.N + n] = h;
     const float h_end = ANVIL_SHFL(h, kW - 1, kW);  // the state after the chunk's last step (padding is identity)
-    if (lane == 0) {
-      carry_out[n] = h_end;
-      if (ch.valid) p.states[(ch.row * p.chunks + c) * p.N + n] = h_end;
-    }
+    if (lane == 0) carry_out[n] = h_end;
   }
   if (r.z) {
     float zv[kItems];

@@ -8,17 +8,21 @@
 //
 // Shapes (channel-major, like causal_conv1d: each channel's sequence contiguous):
 //   u, delta, z, out, du, ddelta, dz, dout: (B, D, L);  A, dA: (D, N);  Bm, Cm, dB, dC: (B, G, N, L), G | D;
-//   D_skip, dD, delta_bias, ddelta_bias: (D);  states: (B, D, selective_scan_chunks(L), N);  1 <= N <= 256.
+//   D_skip, dD, delta_bias, ddelta_bias: (D);  states: (B, D, selective_scan_states(L, N), N);  1 <= N <= 256.
 // Dtypes:  u, delta, Bm, Cm, z, out and every gradient of them in one of f32/bf16/f16 (the same);
 //          A, D_skip, delta_bias, states, dA, dD, ddelta_bias in f32. A is real (Mamba-1).
 // Optional inputs (D_skip, z, delta_bias) are undefined tensors (Tensor()) when absent; their gradients must
 //   then be undefined too, and may be undefined when present (no gradient wanted).
 // Numerics: fp32 state and accumulation, each output rounded once into its dtype.
 //
-// Chunks and saved states: time is cut into chunks of kSelectiveScanChunk (512) steps. The forward writes
-//   states[b,d,c,:] = h after the last step of chunk c (so states[..., last, :] is the final state that
-//   generation continues from). The backward recomputes the forward inside each chunk from the state of the
-//   chunk before, so nothing of size L*N is ever stored.
+// Saved states: the forward writes states[b,d,k,:] = h after step (k+1)*E - 1 (or after the last step, L-1, for
+//   the last k), E = selective_scan_state_every(N); so states[..., last, :] is the final state that generation
+//   continues from. The backward recomputes the forward between saved states, so nothing of size L*N is stored.
+//   E = 32 for N <= 16 (Mamba-1's 16): the sequential GPU backward then starts every 32-step tile from a saved
+//   state instead of first re-running each 512-step chunk forward to find them (that pass was ~15% of its
+//   instructions); the states cost 4*N*D bytes per 32 tokens (B=8, D=2048, L=2048: 67 MB per layer). E = 512
+//   above N = 16, where only the warp-per-channel kernels run (one warp pass is a 512-step chunk) and 16x the
+//   states would be 2 KB per channel and 32 tokens at N = 256.
 // Gradients: du, ddelta, dB, dC, dz are overwritten; dA, dD, ddelta_bias are accumulated into (+=).
 //   dz is written only when z is given (then it is required); it needs y, which the backward recomputes.
 //
@@ -29,9 +33,18 @@
 
 namespace anvil {
 
-constexpr int64_t kSelectiveScanChunk = 512;
+constexpr int64_t kSelectiveScanChunk = 512;    // steps per pass of the warp-per-channel GPU kernels
+constexpr int64_t kSelectiveScanTileEvery = 32;  // state interval for N <= kSelectiveScanTileMaxN
+constexpr int64_t kSelectiveScanTileMaxN = 16;
 constexpr int64_t kSelectiveScanMaxN = 256;
-inline int64_t selective_scan_chunks(int64_t L) { return (L + kSelectiveScanChunk - 1) / kSelectiveScanChunk; }
+inline int64_t selective_scan_state_every(int64_t N) {
+  return N <= kSelectiveScanTileMaxN ? kSelectiveScanTileEvery : kSelectiveScanChunk;
+}
+// Saved states per (b, d): one per E steps, the last one after step L-1.
+inline int64_t selective_scan_states(int64_t L, int64_t N) {
+  const int64_t e = selective_scan_state_every(N);
+  return (L + e - 1) / e;
+}
 
 void selective_scan_fwd(const Tensor& u, const Tensor& delta, const Tensor& A, const Tensor& Bm, const Tensor& Cm,
                         const Tensor& D_skip, const Tensor& z, const Tensor& delta_bias, bool delta_softplus,

@@ -3,12 +3,12 @@
 // 4 states), walking time backwards; no scans across lanes.
 //
 // The adjoint runs backwards and needs h_{t-1} at every step, which only a forward pass gives (dividing by a_t
-// would amplify rounding by 1/a). So, per 512-step chunk c, from last to first:
-//   phase 1: forward over the chunk from states[c-1], writing h at each 32-step tile start into a per-block
-//            scratch (20 MB at the target shape: 640 blocks x 16 tiles x 128 threads x 16 B, mostly L2);
-//   phase 2: tiles from last to first; per tile, forward over its first 24 steps from the tile's checkpoint,
-//            keeping h every 8 steps in shared memory, then 8-step sub-tiles from last to first: recompute the
-//            sub-tile with a and h in registers (8 x 4 each), then the adjoint over its 8 steps.
+// would amplify rounding by 1/a). The forward saved h after every 32-step tile (states, selective_scan.h), so
+// tiles go from last to first, each on its own: forward over the tile's first 24 steps from the saved state of
+// the tile before, keeping h every 8 steps in shared memory, then 8-step sub-tiles from last to first: recompute
+// the sub-tile with a and h in registers, then the adjoint over its 8 steps. (Until the forward saved a state per
+// tile, a "phase 1" re-ran each 512-step chunk forward first to find them: 15 of every 16 tiles staged and
+// advanced twice, ~15% of the instructions, and a 20 MB scratch.)
 // Every 4 steps the same 128 threads turn into reducers: thread (s, n, dB|dC) sums 32 channels, thread
 // (channel, s) finishes du, ddelta, dz of one step.
 //
@@ -27,9 +27,8 @@
 //      once the step's reduction round has read it) and leave at the end of the tile as 16-byte packs, a warp
 //      writing 8 channel rows x 64 B = whole sectors. Variant 1 wrote them as scalar 2-byte stores from the
 //      reducers: 9.7 of 32 bytes used per sector.
-//   4. The tile checkpoint (global, written by phase 1) is loaded before the staging barrier, so its L2 latency
-//      hides under the staging instead of stalling the tile forward; the next chunk's first tile is in flight
-//      during the previous chunk's last tile.
+//   4. The tile's saved state is loaded before the staging barrier, so its latency hides under the staging
+//      instead of stalling the tile forward.
 // The arithmetic (the adjoint per (step, state): G = C dy + q, dC <- dy h, dB <- G dt u,
 // gB += G B, q = a G, w = q h_{t-1}, dtw += A w, dA += w dt; dB/dC summed over the block's 32 channels in shared
 // memory, then one f32 atomic per (block, step, state)). docs/mamba_kernels.md has the counts and the prediction.
@@ -66,8 +65,6 @@ constexpr int kS = kNP / kQ;                // states per lane: one float4
 constexpr int kThreads = kCB * kQ;          // 128
 constexpr int kSub = 8;                     // steps per recomputed sub-tile (a, h in registers)
 constexpr int kHalf = 4;                    // steps per reduction round
-constexpr int kChunk = int(kSelectiveScanChunk);
-constexpr int kTiles = kChunk / kTT;        // 16 checkpoints per chunk
 constexpr int kSubs = kTT / kSub;           // 4 sub-tiles per tile
 constexpr int kRedS = 2 * kCB * kNP + 8;    // dC|dB of one step; +8 floats: 4 steps x 8 states on 32 banks
 constexpr int kPPS = 3 * kQ * kHalf + 4;    // (gB, dtw, y) x lane x step of one channel; +4: 8 channels apart
@@ -77,6 +74,7 @@ constexpr int kChElems = kCB * kTT;         // (channel, step) elements of a til
 constexpr int kBCElems = kNP * kTT;         // (state, step) elements of one of Bm / Cm: 512
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
+static_assert(kTT == kSelectiveScanTileEvery && kNP == kSelectiveScanTileMaxN, "a saved state per tile (N <= 16)");
 static_assert(kS == 4 && kQ == kHalf && kThreads == 2 * kNP * kHalf && kThreads == kCB * kHalf, "reducer roles cover 128");
 static_assert(kChElems % kThreads == 0 && kBCElems % kThreads == 0 && kThreads % kTT == 0 && kThreads % kNP == 0,
               "conversion passes cover the tile");
@@ -84,11 +82,11 @@ static_assert(kChElems % kThreads == 0 && kBCElems % kThreads == 0 && kThreads %
 struct BwdAsyncParams {
   const void *u, *delta, *Bm, *Cm, *z, *dout;
   void *du, *ddelta, *dz;
-  const float *A, *D_skip, *delta_bias, *states;
+  const float *A, *D_skip, *delta_bias;
+  const float* states;                     // (B, D, nstates, N): h after each tile
   float *dA, *dD, *ddelta_bias, *dB, *dC;  // dB, dC: f32 accumulators (B, G, N, L), zeroed by the host
-  float4* ck;                              // tile checkpoints: (blocks, kTiles, kThreads)
   int64_t L;
-  int D, N, G, per_group, blocks_per_group, chunks;
+  int D, N, G, per_group, blocks_per_group, nstates;
   bool softplus;
 };
 
@@ -233,9 +231,9 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
   const int rs = tid % kHalf, rn = (tid / kHalf) % kNP, rw = tid / (kHalf * kNP);
   for (int i = tid; i < kCB; i += kThreads) sm.bias[i] = p.delta_bias ? p.delta_bias[chan_of(i)] : 0.f;
 
-  // Copy role: the next tile's packs into `raw` (phase 1 needs only u, delta and Bm). Thread pack k = tid +
-  // i*kThreads -> channel k / PPC, pack k % PPC; a warp copies whole 64-byte row segments.
-  auto issue = [&](int kt, bool full) {
+  // Copy role: the next tile's packs into `raw`. Thread pack k = tid + i*kThreads -> channel k / PPC, pack
+  // k % PPC; a warp copies whole 64-byte row segments.
+  auto issue = [&](int kt) {
     const int64_t tt = int64_t(kt) * kTT;
 #pragma unroll
     for (int i = 0; i < KC; i++) {
@@ -244,13 +242,13 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
       const int64_t r = row_of(sc) * L, t0 = tt + sp * P;
       copy_pack<T, VEC>(&raw.ch[0][sc][sp * P], static_cast<const T*>(p.u) + r, t0, L, ok);
       copy_pack<T, VEC>(&raw.ch[1][sc][sp * P], static_cast<const T*>(p.delta) + r, t0, L, ok);
-      if (full && Z) copy_pack<T, VEC>(&raw.ch[2][sc][sp * P], Z + r, t0, L, ok);
-      if (full) copy_pack<T, VEC>(&raw.ch[3][sc][sp * P], static_cast<const T*>(p.dout) + r, t0, L, ok);
+      if (Z) copy_pack<T, VEC>(&raw.ch[2][sc][sp * P], Z + r, t0, L, ok);
+      copy_pack<T, VEC>(&raw.ch[3][sc][sp * P], static_cast<const T*>(p.dout) + r, t0, L, ok);
     }
 #pragma unroll
     for (int i = 0; i < KB; i++) {
       const int m = tid + i * kThreads, w = m / (kNP * PPC), n = (m % (kNP * PPC)) / PPC, sp = m % PPC;
-      if (m < NBC && (w == 0 || full))
+      if (m < NBC)
         copy_pack<T, VEC>(&raw.bc[w][n][sp * P], (w ? Cg : Bg) + int64_t(n < p.N ? n : 0) * L, tt + sp * P, L,
                           n < p.N);
     }
@@ -261,7 +259,7 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
   // plus a constant: nothing per element to keep in registers).
   constexpr int kCS = kThreads / kTT;  // channels per pass
   const int st = tid % kTT, cs0 = tid / kTT, bn = tid % kNP, bt0 = tid / kNP;
-  auto stage = [&](int kt, bool full) {
+  auto stage = [&](int kt) {
     const int64_t tt = int64_t(kt) * kTT;
     const bool past = tt + st >= L;
 #pragma unroll
@@ -270,28 +268,24 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
       const float uu = to_f32(raw.ch[0][sc][st]);
       const float v = to_f32(raw.ch[1][sc][st]) + sm.bias[sc];
       float dt = v, sg = 1.f;
-      if (p.softplus) dt = softplus_t<T>(v), sg = full && v <= 20.f ? sigmoid_t<T>(v) : 1.f;
+      if (p.softplus) dt = softplus_t<T>(v), sg = v <= 20.f ? sigmoid_t<T>(v) : 1.f;
       if (past) dt = 0.f;  // past L: the identity step (dout, u, z read as zero there)
-      if (full) {
-        const float go = to_f32(raw.ch[3][sc][st]);
-        float dy = go, dzf = 0.f;
-        if (Z) {
-          const float zz = to_f32(raw.ch[2][sc][st]), s = sigmoid_t<T>(zz);
-          dy = go * zz * s;                       // dL/dy = dout * silu(z)
-          dzf = go * s * fmaf(zz, 1.f - s, 1.f);  // dL/dz = dzf * y
-        }
-        sm.d[sc][st] = make_float4(dt, dt * uu, dy, uu);
-        sm.e[sc][st] = make_float2(sg, dzf);
-      } else {
-        sm.d[sc][st] = make_float4(dt, dt * uu, 0.f, uu);
+      const float go = to_f32(raw.ch[3][sc][st]);
+      float dy = go, dzf = 0.f;
+      if (Z) {
+        const float zz = to_f32(raw.ch[2][sc][st]), s = sigmoid_t<T>(zz);
+        dy = go * zz * s;                       // dL/dy = dout * silu(z)
+        dzf = go * s * fmaf(zz, 1.f - s, 1.f);  // dL/dz = dzf * y
       }
+      sm.d[sc][st] = make_float4(dt, dt * uu, dy, uu);
+      sm.e[sc][st] = make_float2(sg, dzf);
     }
     // Bm/Cm [n][t] -> [t][n]: element (t, n) with n fastest, so the f32 stores are consecutive.
     constexpr int kPer = kBCElems / kThreads;  // passes per matrix
 #pragma unroll
     for (int i = 0; i < 2 * kPer; i++) {
       const int w = i / kPer, t = bt0 + (i % kPer) * (kThreads / kNP);
-      if (w == 0 || full) (w ? sm.C : sm.B)[t][bn] = to_f32(raw.bc[w][bn][t]);
+      (w ? sm.C : sm.B)[t][bn] = to_f32(raw.bc[w][bn][t]);
     }
   };
   // h through steps [t0, t0 + cnt) of the staged tile.
@@ -379,195 +373,175 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
       if (p.dz) store_pack_at<T, VEC>(static_cast<T*>(p.dz) + r, t0, L, pz);
     }
   };
-  auto tiles_of = [&](int c) {  // tiles from the chunk start to L
-    const int64_t left = (L - int64_t(c) * kChunk + kTT - 1) / kTT;
-    return left < kTiles ? int(left) : kTiles;
+  // h entering tile kt: the saved state after tile kt - 1, zero before the sequence.
+  auto load_state = [&](int kt, float* h) {
+    if (kt == 0 || !valid) {
+#pragma unroll
+      for (int j = 0; j < kS; j++) h[j] = 0.f;
+      return;
+    }
+    const float* src = p.states + (row * p.nstates + kt - 1) * p.N + q * kS;
+    if (p.N == kNP) {
+      unpack4(ld4(src), h);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kS; j++) h[j] = q * kS + j < p.N ? src[j] : 0.f;
+    }
   };
 
-  float4* ck = p.ck + int64_t(blk) * kTiles * kThreads + tid;
-  if (kOverlap) {  // the first tile the loop stages: phase 1's first, or phase 2's only one
-    const int c = p.chunks - 1, nt = tiles_of(c);
-    issue(c * kTiles, nt == 1);
-  }
+  const int tiles = p.nstates;  // one saved state per tile
+  if (kOverlap) issue(tiles - 1);
   // Without overlap the copy of a tile is issued just before it is staged, into red/pp: their last reader (the
-  // previous round's reducers, or nobody in phase 1) is behind a barrier every thread has passed.
-  for (int c = p.chunks - 1; c >= 0; c--) {
-    const int nt = tiles_of(c);
-    const int kt0 = c * kTiles;  // the chunk's first tile in the sequence
-    float h0[kS];
-#pragma unroll
-    for (int j = 0; j < kS; j++) {
-      const int n = q * kS + j;
-      h0[j] = c > 0 && valid && n < p.N ? p.states[(row * p.chunks + c - 1) * p.N + n] : 0.f;
-    }
-    // Phase 1: the chunk's forward, checkpoints at tile starts 1 .. nt-1.
-    if (nt > 1) {
-      float h[kS] = {h0[0], h0[1], h0[2], h0[3]};
-      for (int k = 0; k + 1 < nt; k++) {
-        if (!kOverlap) issue(kt0 + k, false);
-        anvil_cp_async_wait_all();
-        __syncthreads();  // tile k is in raw (every thread's copies); the f32 tiles are free
-        stage(kt0 + k, false);
-        __syncthreads();  // the f32 tiles are ready; raw is free
-        if (kOverlap && k + 2 < nt) issue(kt0 + k + 1, false);
-        else if (kOverlap) issue(kt0 + nt - 1, true);  // phase 2 starts with the last tile
-        advance(h, 0, kTT);
-        ck[(k + 1) * kThreads] = make_float4(h[0], h[1], h[2], h[3]);
+  // previous tile's last reducers) is behind a barrier every thread has passed.
+  for (int kt = tiles - 1; kt >= 0; kt--) {
+    const int64_t tt = int64_t(kt) * kTT;
+    float ht[kS];
+    load_state(kt, ht);  // issued before the barriers: its latency hides under stage()
+    if (!kOverlap) issue(kt);
+    anvil_cp_async_wait_all();
+    __syncthreads();
+    stage(kt);
+    __syncthreads();
+    if (kOverlap && kt > 0) issue(kt - 1);
+    {
+      float h[kS] = {ht[0], ht[1], ht[2], ht[3]};
+      for (int i = 0; i + 1 < kSubs; i++) {
+        advance(h, i * kSub, kSub);
+        sm.sub[i][tid] = make_float4(h[0], h[1], h[2], h[3]);
       }
     }
-    // Phase 2: tiles from last to first.
-    for (int k = nt - 1; k >= 0; k--) {
-      const int64_t tt = int64_t(kt0 + k) * kTT;
-      float ht[kS];
-      if (k > 0) unpack4(ck[k * kThreads], ht);  // issued before the barriers: its latency hides under stage()
-      else for (int j = 0; j < kS; j++) ht[j] = h0[j];
-      if (!kOverlap) issue(kt0 + k, true);
-      anvil_cp_async_wait_all();
-      __syncthreads();
-      stage(kt0 + k, true);
-      __syncthreads();
-      if (kOverlap && k > 0) issue(kt0 + k - 1, true);
-      else if (kOverlap && c > 0) issue((c - 1) * kTiles, false);  // chunk c-1 is whole: its phase 1 is next
-      {
-        float h[kS] = {ht[0], ht[1], ht[2], ht[3]};
-        for (int i = 0; i + 1 < kSubs; i++) {
-          advance(h, i * kSub, kSub);
-          sm.sub[i][tid] = make_float4(h[0], h[1], h[2], h[3]);
+#pragma unroll 1
+    for (int i = kSubs - 1; i >= 0; i--) {
+      const int tb = i * kSub;
+      float hs[kS];
+      if (i > 0) unpack4(sm.sub[i - 1][tid], hs);
+      else for (int j = 0; j < kS; j++) hs[j] = ht[j];
+      if constexpr (!HOLD) {
+      // Recompute the sub-tile: a and h of its 8 steps, and the state part of y.
+      float a[kSub][kS], h[kSub][kS], ys[kSub];
+#pragma unroll
+      for (int s = 0; s < kSub; s++) {
+        const float4 dd = sm.d[cc][tb + s];
+        float bb[kS], cv[kS];
+        unpack4(ld4(&sm.B[tb + s][q * kS]), bb);
+        unpack4(ld4(&sm.C[tb + s][q * kS]), cv);
+        ys[s] = 0.f;
+#pragma unroll
+        for (int j = 0; j < kS; j++) {
+          a[s][j] = ANVIL_EXP2_FTZ(dd.x * A2[j]);
+          h[s][j] = fmaf(a[s][j], s > 0 ? h[s - 1][j] : hs[j], bb[j] * dd.y);
+          ys[s] = fmaf(cv[j], h[s][j], ys[s]);
         }
       }
-#pragma unroll 1
-      for (int i = kSubs - 1; i >= 0; i--) {
-        const int tb = i * kSub;
-        float hs[kS];
-        if (i > 0) unpack4(sm.sub[i - 1][tid], hs);
-        else for (int j = 0; j < kS; j++) hs[j] = ht[j];
-        if constexpr (!HOLD) {
-        // Recompute the sub-tile: a and h of its 8 steps, and the state part of y.
-        float a[kSub][kS], h[kSub][kS], ys[kSub];
+      // The adjoint, from the sub-tile's last step down, in rounds of kHalf steps.
 #pragma unroll
-        for (int s = 0; s < kSub; s++) {
-          const float4 dd = sm.d[cc][tb + s];
-          float bb[kS], cv[kS];
+      for (int r = kSub / kHalf - 1; r >= 0; r--) {
+        float gB[kHalf], dtw[kHalf];
+#pragma unroll
+        for (int s = r * kHalf + kHalf - 1; s >= r * kHalf; s--) {
+          const float4 dd = sm.d[cc][tb + s];  // dt, dt*u, dy, u
+          float bb[kS], cv[kS], vC[kS], vB[kS];
           unpack4(ld4(&sm.B[tb + s][q * kS]), bb);
           unpack4(ld4(&sm.C[tb + s][q * kS]), cv);
+          const int sr = s - r * kHalf;
+          gB[sr] = dtw[sr] = 0.f;
+#pragma unroll
+          for (int j = 0; j < kS; j++) {
+            const float G = fmaf(cv[j], dd.z, qc[j]);  // dL/dh_t, all paths
+            vC[j] = dd.z * h[s][j];
+            vB[j] = G * dd.y;
+            gB[sr] = fmaf(G, bb[j], gB[sr]);
+            qc[j] = a[s][j] * G;
+            const float w = qc[j] * (s > 0 ? h[s - 1][j] : hs[j]);  // dL/d(dt A) at step t
+            dtw[sr] = fmaf(A2[j], w, dtw[sr]);
+            dA[j] = fmaf(w, dd.x, dA[j]);
+          }
+          st4(&sm.red[sr][cc * kNP + q * kS], vC[0], vC[1], vC[2], vC[3]);
+          st4(&sm.red[sr][kCB * kNP + cc * kNP + q * kS], vB[0], vB[1], vB[2], vB[3]);
+        }
+        float* pp = &sm.pp[cc][q * kHalf];
+        st4(pp, gB[0], gB[1], gB[2], gB[3]);
+        st4(pp + kQ * kHalf, dtw[0], dtw[1], dtw[2], dtw[3]);
+        st4(pp + 2 * kQ * kHalf, ys[r * kHalf], ys[r * kHalf + 1], ys[r * kHalf + 2], ys[r * kHalf + 3]);
+        __syncthreads();  // the round's partial sums are in red and pp
+        reduce_round(tt, tb + r * kHalf);
+        __syncthreads();  // red and pp are free again; the round's outputs are in sm.d
+      }
+      } else {
+      // Variant 3: per round of kHalf steps, recompute only the round (from hs, advanced through the earlier
+      // rounds of the sub-tile: 4 extra steps for the second round) and keep what the adjoint reads of the
+      // round -- a, h, B, C and the step's (dt, dt u, dy) -- in registers (16 + 16 + 16 + 16 + 12 = 76, where
+      // variant 2 kept a, h of 8 steps = 64). The adjoint then loads nothing from shared memory: per warp and
+      // 8-step sub-tile 8 x 3 LDS.128 (d, B, C) = 96 wavefronts fewer (LDS.128 = 4 wavefronts even when the
+      // 8 distinct addresses would fit one), for 4 x 2 LDS.128 = 32 more in the extra advance: -64 of ~390.
+#pragma unroll
+      for (int r = kSub / kHalf - 1; r >= 0; r--) {
+        const int t0 = tb + r * kHalf;
+        float hr[kS] = {hs[0], hs[1], hs[2], hs[3]};  // h at step t0 - 1
+        if (r > 0) advance_unrolled(hr, tb, r * kHalf);
+        float a[kHalf][kS], h[kHalf][kS], bb[kHalf][kS], cv[kHalf][kS], dx[kHalf], dyu[kHalf], dyy[kHalf];
+        float ys[kHalf];
+#pragma unroll
+        for (int s = 0; s < kHalf; s++) {
+          const float4 dd = sm.d[cc][t0 + s];
+          dx[s] = dd.x, dyu[s] = dd.y, dyy[s] = dd.z;
+          unpack4(ld4(&sm.B[t0 + s][q * kS]), bb[s]);
+          unpack4(ld4(&sm.C[t0 + s][q * kS]), cv[s]);
           ys[s] = 0.f;
 #pragma unroll
           for (int j = 0; j < kS; j++) {
             a[s][j] = ANVIL_EXP2_FTZ(dd.x * A2[j]);
-            h[s][j] = fmaf(a[s][j], s > 0 ? h[s - 1][j] : hs[j], bb[j] * dd.y);
-            ys[s] = fmaf(cv[j], h[s][j], ys[s]);
+            h[s][j] = fmaf(a[s][j], s > 0 ? h[s - 1][j] : hr[j], bb[s][j] * dd.y);
+            ys[s] = fmaf(cv[s][j], h[s][j], ys[s]);
           }
         }
-        // The adjoint, from the sub-tile's last step down, in rounds of kHalf steps.
+        float gB[kHalf], dtw[kHalf], cs[kHalf];  // cs: variant 4's channel sums, one per step
 #pragma unroll
-        for (int r = kSub / kHalf - 1; r >= 0; r--) {
-          float gB[kHalf], dtw[kHalf];
+        for (int s = kHalf - 1; s >= 0; s--) {
+          float vC[kS], vB[kS];
+          gB[s] = dtw[s] = 0.f;
 #pragma unroll
-          for (int s = r * kHalf + kHalf - 1; s >= r * kHalf; s--) {
-            const float4 dd = sm.d[cc][tb + s];  // dt, dt*u, dy, u
-            float bb[kS], cv[kS], vC[kS], vB[kS];
-            unpack4(ld4(&sm.B[tb + s][q * kS]), bb);
-            unpack4(ld4(&sm.C[tb + s][q * kS]), cv);
-            const int sr = s - r * kHalf;
-            gB[sr] = dtw[sr] = 0.f;
-#pragma unroll
-            for (int j = 0; j < kS; j++) {
-              const float G = fmaf(cv[j], dd.z, qc[j]);  // dL/dh_t, all paths
-              vC[j] = dd.z * h[s][j];
-              vB[j] = G * dd.y;
-              gB[sr] = fmaf(G, bb[j], gB[sr]);
-              qc[j] = a[s][j] * G;
-              const float w = qc[j] * (s > 0 ? h[s - 1][j] : hs[j]);  // dL/d(dt A) at step t
-              dtw[sr] = fmaf(A2[j], w, dtw[sr]);
-              dA[j] = fmaf(w, dd.x, dA[j]);
-            }
-            st4(&sm.red[sr][cc * kNP + q * kS], vC[0], vC[1], vC[2], vC[3]);
-            st4(&sm.red[sr][kCB * kNP + cc * kNP + q * kS], vB[0], vB[1], vB[2], vB[3]);
-          }
-          float* pp = &sm.pp[cc][q * kHalf];
-          st4(pp, gB[0], gB[1], gB[2], gB[3]);
-          st4(pp + kQ * kHalf, dtw[0], dtw[1], dtw[2], dtw[3]);
-          st4(pp + 2 * kQ * kHalf, ys[r * kHalf], ys[r * kHalf + 1], ys[r * kHalf + 2], ys[r * kHalf + 3]);
-          __syncthreads();  // the round's partial sums are in red and pp
-          reduce_round(tt, tb + r * kHalf);
-          __syncthreads();  // red and pp are free again; the round's outputs are in sm.d
-        }
-        } else {
-        // Variant 3: per round of kHalf steps, recompute only the round (from hs, advanced through the earlier
-        // rounds of the sub-tile: 4 extra steps for the second round) and keep what the adjoint reads of the
-        // round -- a, h, B, C and the step's (dt, dt u, dy) -- in registers (16 + 16 + 16 + 16 + 12 = 76, where
-        // variant 2 kept a, h of 8 steps = 64). The adjoint then loads nothing from shared memory: per warp and
-        // 8-step sub-tile 8 x 3 LDS.128 (d, B, C) = 96 wavefronts fewer (LDS.128 = 4 wavefronts even when the
-        // 8 distinct addresses would fit one), for 4 x 2 LDS.128 = 32 more in the extra advance: -64 of ~390.
-#pragma unroll
-        for (int r = kSub / kHalf - 1; r >= 0; r--) {
-          const int t0 = tb + r * kHalf;
-          float hr[kS] = {hs[0], hs[1], hs[2], hs[3]};  // h at step t0 - 1
-          if (r > 0) advance_unrolled(hr, tb, r * kHalf);
-          float a[kHalf][kS], h[kHalf][kS], bb[kHalf][kS], cv[kHalf][kS], dx[kHalf], dyu[kHalf], dyy[kHalf];
-          float ys[kHalf];
-#pragma unroll
-          for (int s = 0; s < kHalf; s++) {
-            const float4 dd = sm.d[cc][t0 + s];
-            dx[s] = dd.x, dyu[s] = dd.y, dyy[s] = dd.z;
-            unpack4(ld4(&sm.B[t0 + s][q * kS]), bb[s]);
-            unpack4(ld4(&sm.C[t0 + s][q * kS]), cv[s]);
-            ys[s] = 0.f;
-#pragma unroll
-            for (int j = 0; j < kS; j++) {
-              a[s][j] = ANVIL_EXP2_FTZ(dd.x * A2[j]);
-              h[s][j] = fmaf(a[s][j], s > 0 ? h[s - 1][j] : hr[j], bb[s][j] * dd.y);
-              ys[s] = fmaf(cv[s][j], h[s][j], ys[s]);
-            }
-          }
-          float gB[kHalf], dtw[kHalf], cs[kHalf];  // cs: variant 4's channel sums, one per step
-#pragma unroll
-          for (int s = kHalf - 1; s >= 0; s--) {
-            float vC[kS], vB[kS];
-            gB[s] = dtw[s] = 0.f;
-#pragma unroll
-            for (int j = 0; j < kS; j++) {
-              const float G = fmaf(cv[s][j], dyy[s], qc[j]);  // dL/dh_t, all paths
-              vC[j] = dyy[s] * h[s][j];
-              vB[j] = G * dyu[s];
-              gB[s] = fmaf(G, bb[s][j], gB[s]);
-              qc[j] = a[s][j] * G;
-              const float w = qc[j] * (s > 0 ? h[s - 1][j] : hr[j]);  // dL/d(dt A) at step t
-              dtw[s] = fmaf(A2[j], w, dtw[s]);
-              dA[j] = fmaf(w, dx[s], dA[j]);
-            }
-            if constexpr (WRED) {
-              const float v8[2 * kS] = {vC[0], vC[1], vC[2], vC[3], vB[0], vB[1], vB[2], vB[3]};
-              cs[s] = warp_chan_sum(v8, tid);
-            } else {
-              st4(&sm.red[s][cc * kNP + q * kS], vC[0], vC[1], vC[2], vC[3]);
-              st4(&sm.red[s][kCB * kNP + cc * kNP + q * kS], vB[0], vB[1], vB[2], vB[3]);
-            }
+          for (int j = 0; j < kS; j++) {
+            const float G = fmaf(cv[s][j], dyy[s], qc[j]);  // dL/dh_t, all paths
+            vC[j] = dyy[s] * h[s][j];
+            vB[j] = G * dyu[s];
+            gB[s] = fmaf(G, bb[s][j], gB[s]);
+            qc[j] = a[s][j] * G;
+            const float w = qc[j] * (s > 0 ? h[s - 1][j] : hr[j]);  // dL/d(dt A) at step t
+            dtw[s] = fmaf(A2[j], w, dtw[s]);
+            dA[j] = fmaf(w, dx[s], dA[j]);
           }
           if constexpr (WRED) {
-            // Lane (q, j = (tid >> 2) & 7) holds dC|dB j >> 2 of state 4q + (j & 3) for the round's 4 steps: one
-            // 16-byte store per lane (one of the two equal halves of a 64-wide warp). Why per round and not a scalar
-            // store per step: both are 512 B = 4 wavefronts per warp and round, but this is 1 STS.128 instead of
-            // 4 STS.32 (113 instructions per round, 4 x (7 SHFL + 7 FADD + 14 FSEL) + 1, against 116), and the 3
-            // extra live floats come after step 3, when that step's a, h, B, C are already dead (sm_90: 168
-            // registers and 8 B of stack, variant 3 16 B).
-            const int j = (tid >> 2) & 7;
-            if (gpu::kWarpSize == 32 || (tid & 32) == 0)
-              st4(&sm.red[0][0] + (tid / gpu::kWarpSize) * kRedW + 4 * wred_slot(j >> 2, q * kS + (j & 3)), cs[0],
-                  cs[1], cs[2], cs[3]);
+            const float v8[2 * kS] = {vC[0], vC[1], vC[2], vC[3], vB[0], vB[1], vB[2], vB[3]};
+            cs[s] = warp_chan_sum(v8, tid);
+          } else {
+            st4(&sm.red[s][cc * kNP + q * kS], vC[0], vC[1], vC[2], vC[3]);
+            st4(&sm.red[s][kCB * kNP + cc * kNP + q * kS], vB[0], vB[1], vB[2], vB[3]);
           }
-          float* pp = &sm.pp[cc][q * kHalf];
-          st4(pp, gB[0], gB[1], gB[2], gB[3]);
-          st4(pp + kQ * kHalf, dtw[0], dtw[1], dtw[2], dtw[3]);
-          st4(pp + 2 * kQ * kHalf, ys[0], ys[1], ys[2], ys[3]);
-          __syncthreads();  // the round's partial sums are in red and pp
-          reduce_round(tt, t0);
-          __syncthreads();  // red and pp are free again; the round's outputs are in sm.d
         }
+        if constexpr (WRED) {
+          // Lane (q, j = (tid >> 2) & 7) holds dC|dB j >> 2 of state 4q + (j & 3) for the round's 4 steps: one
+          // 16-byte store per lane (one of the two equal halves of a 64-wide warp). Why per round and not a scalar
+          // store per step: both are 512 B = 4 wavefronts per warp and round, but this is 1 STS.128 instead of
+          // 4 STS.32 (113 instructions per round, 4 x (7 SHFL + 7 FADD + 14 FSEL) + 1, against 116), and the 3
+          // extra live floats come after step 3, when that step's a, h, B, C are already dead (sm_90: 168
+          // registers and 8 B of stack, variant 3 16 B).
+          const int j = (tid >> 2) & 7;
+          if (gpu::kWarpSize == 32 || (tid & 32) == 0)
+            st4(&sm.red[0][0] + (tid / gpu::kWarpSize) * kRedW + 4 * wred_slot(j >> 2, q * kS + (j & 3)), cs[0],
+                cs[1], cs[2], cs[3]);
         }
+        float* pp = &sm.pp[cc][q * kHalf];
+        st4(pp, gB[0], gB[1], gB[2], gB[3]);
+        st4(pp + kQ * kHalf, dtw[0], dtw[1], dtw[2], dtw[3]);
+        st4(pp + 2 * kQ * kHalf, ys[0], ys[1], ys[2], ys[3]);
+        __syncthreads();  // the round's partial sums are in red and pp
+        reduce_round(tt, t0);
+        __syncthreads();  // red and pp are free again; the round's outputs are in sm.d
       }
-      write_tile(tt);  // the next barrier (before the next stage) keeps sm.d until every pack has left
+      }
     }
+    write_tile(tt);  // the next barrier (before the next stage) keeps sm.d until every pack has left
   }
 #pragma unroll
   for (int j = 0; j < kS; j++)
@@ -633,14 +607,12 @@ bool selective_scan_bwd_async_gpu(int variant, const Tensor& dout, const Tensor&
   p.G = int(Bm.size(1));
   p.per_group = p.D / p.G;
   p.blocks_per_group = gpu::ceil_div(p.per_group, kCB);
-  p.chunks = int(selective_scan_chunks(p.L));
+  p.nstates = int(selective_scan_states(p.L, p.N));
   p.softplus = delta_softplus;
   const int64_t grid = u.size(0) * p.G * p.blocks_per_group;
   const ScanGradAccum acc(dB, dC);
   p.dB = acc.dB.data<float>();
   p.dC = acc.dC.data<float>();
-  Tensor ck = Tensor::empty({grid * kTiles * kThreads * 4}, DType::f32, u.device());
-  p.ck = reinterpret_cast<float4*>(ck.data<float>());
   ANVIL_DISPATCH_FLOAT(u.dtype(), T, {
     // 16-byte copies in and 16-byte stores out: every row of every tensor must start on 16 bytes.
     const bool vec = p.L % gpu::Pack<T>::N == 0 &&

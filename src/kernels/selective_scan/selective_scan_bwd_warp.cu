@@ -63,7 +63,9 @@ __device__ __forceinline__ void bwd_chunk(const ScanBwdParams& p, const Channel&
     warp_scan_forward(ha, hb, lane);
     float pa = ANVIL_SHFL_UP(ha, 1, kW), pb = ANVIL_SHFL_UP(hb, 1, kW);
     if (lane == 0) pa = 1.f, pb = 0.f;
-    const float h_chunk = c > 0 ? p.states[(ch.row * p.chunks + c - 1) * p.N + n] : 0.f;
+    // The state after chunk c-1: saved state c * (kChunk / every) - 1.
+    const int64_t k_prev = int64_t(c) * (kChunk / p.every) - 1;
+    const float h_chunk = c > 0 ? p.states[(ch.row * p.nstates + k_prev) * p.N + n] : 0.f;
     const float h_in = fmaf(pa, h_chunk, pb);
     float hh = h_in;
 #pragma unroll

@@ -32,7 +32,8 @@ struct Args {
 template <class T>
 void fwd(const Args<T>& a, T* out, float* states) {
   const ScanDims s = a.s;
-  const int64_t L = s.L, N = s.N, per_group = s.D / s.G, nc = selective_scan_chunks(L);
+  const int64_t L = s.L, N = s.N, per_group = s.D / s.G, nc = selective_scan_states(L, N),
+                every = selective_scan_state_every(N);
 #pragma omp parallel
   {
     std::vector<float> h(static_cast<size_t>(N));
@@ -56,8 +57,8 @@ void fwd(const Args<T>& a, T* out, float* states) {
           y *= zz * sigmoidf(zz);
         }
         out[base + t] = from_f32<T>(y);
-        if ((t + 1) % kSelectiveScanChunk == 0 || t + 1 == L)
-          for (int64_t n = 0; n < N; n++) states[(row * nc + t / kSelectiveScanChunk) * N + n] = h[n];
+        if ((t + 1) % every == 0 || t + 1 == L)
+          for (int64_t n = 0; n < N; n++) states[(row * nc + t / every) * N + n] = h[n];
       }
     }
   }

@@ -36,19 +36,18 @@ constexpr int kU = 4;     // steps per inner iteration (one float4 of Bm per lan
 // 640 threads per SM resident (<= 102 registers): B*D = 20480 channels at the target shape are 640 blocks of 32,
 // so 5 blocks per SM hold all of them in one wave; at 4 (126 registers, unbounded) 112 blocks ran as a second wave.
 constexpr int kMinThreadsPerSM = 640;
-constexpr int kChunk = int(kSelectiveScanChunk);
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kDtStride = 2 * kTT + 4;  // (dt, dt*u) row per channel; +4 floats puts 8 channels on 8 bank quads
 constexpr int kYStride = kTT + 4;       // finished y row per channel; same padding
-static_assert(kChunk % kTT == 0, "saved states fall on tile ends");
+static_assert(kSelectiveScanTileEvery == kTT && kNP == kSelectiveScanTileMaxN, "a saved state per tile (N <= 16)");
 
 struct SeqParams {
   const void *u, *delta, *Bm, *Cm, *z;
   void* out;
   const float *A, *D_skip, *delta_bias;
-  float* states;  // (B, D, chunks, N)
+  float* states;  // (B, D, nstates, N): the state after every tile
   int64_t L;
-  int D, N, G, per_group, blocks_per_group, chunks;
+  int D, N, G, per_group, blocks_per_group, nstates;
   bool softplus;
 };
 
@@ -310,12 +309,20 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, kMinThreadsPerSM / (kCB * Q)) scan_
         for (int i = 0; i < kU / Q; i++) sY[0][cc][t + off + i] = y[i];
       }
     }
-    const int64_t te = int64_t(k + 1) * kTT;
-    if (te % kChunk == 0 || te >= L) {  // the state after chunk c: what the backward and generation start from
-      const int64_t c = (te - 1) / kChunk;
+    // The saved state after every tile (selective_scan.h: every 32 steps for N <= 16): what the backward starts
+    // each tile from, and the last one what generation continues from. N = 16: one 16-byte store per thread; the
+    // Q threads of a channel fill its 64-byte row.
+    if (valid) {
+      float* st = p.states + (row * p.nstates + k) * p.N + q * S;
+      if (p.N == kNP) {
 #pragma unroll
-      for (int j = 0; j < S; j++)
-        if (valid && q * S + j < p.N) p.states[(row * p.chunks + c) * p.N + q * S + j] = h[j];
+        for (int j = 0; j < S; j += 4)
+          *reinterpret_cast<float4*>(st + j) = make_float4(h[j], h[j + 1], h[j + 2], h[j + 3]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < S; j++)
+          if (q * S + j < p.N) st[j] = h[j];
+      }
     }
   }
   __syncthreads();
@@ -364,7 +371,7 @@ bool selective_scan_fwd_seq_gpu(int variant, const Tensor& u, const Tensor& delt
   p.G = int(Bm.size(1));
   p.per_group = p.D / p.G;
   p.blocks_per_group = gpu::ceil_div(p.per_group, kCB);
-  p.chunks = int(selective_scan_chunks(p.L));
+  p.nstates = int(selective_scan_states(p.L, p.N));  // one per kTT-step tile (N <= kNP)
   p.softplus = delta_softplus;
   ANVIL_DISPATCH_FLOAT(u.dtype(), T, {
     const bool vec = p.L % gpu::Pack<T>::N == 0 && scan_seq::all_aligned16({&u, &delta, &Bm, &Cm, &z, &out});

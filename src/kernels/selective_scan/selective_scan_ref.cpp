@@ -30,7 +30,8 @@ void step_sizes(const double* delta_row, const double* delta_bias, bool sp, int6
 void selective_scan_fwd_ref(const double* u, const double* delta, const double* A, const double* Bm,
                             const double* Cm, const double* D_skip, const double* z, const double* delta_bias,
                             bool delta_softplus, double* out, double* states, ScanDims s) {
-  const int64_t L = s.L, N = s.N, per_group = s.D / s.G, nc = selective_scan_chunks(L);
+  const int64_t L = s.L, N = s.N, per_group = s.D / s.G, nc = selective_scan_states(L, N),
+                every = selective_scan_state_every(N);
   std::vector<double> raw(static_cast<size_t>(L)), dt(static_cast<size_t>(L)), h(static_cast<size_t>(N));
   for (int64_t b = 0; b < s.B; b++)
     for (int64_t d = 0; d < s.D; d++) {
@@ -47,9 +48,9 @@ void selective_scan_fwd_ref(const double* u, const double* delta, const double* 
         }
         if (D_skip) y += D_skip[d] * u[row + t];
         out[row + t] = z ? y * silu(z[row + t]) : y;
-        const bool chunk_end = (t + 1) % kSelectiveScanChunk == 0 || t + 1 == L;
-        if (states && chunk_end)
-          for (int64_t n = 0; n < N; n++) states[((b * s.D + d) * nc + t / kSelectiveScanChunk) * N + n] = h[n];
+        const bool saved = (t + 1) % every == 0 || t + 1 == L;
+        if (states && saved)
+          for (int64_t n = 0; n < N; n++) states[((b * s.D + d) * nc + t / every) * N + n] = h[n];
       }
     }
 }

@@ -32,13 +32,14 @@ struct MambaLayerActs {
 };
 
 // Saved activations, per token and layer, in elements of the compute dtype: h, n (2C), x, z, xc, delta, y (5D),
-// dtr (R), B and C (2N); plus f32 rstd and the scan's chunk-end states (D·N per 512 tokens). With recompute a
-// layer keeps h (C) only, and the last layer keeps everything. Mamba-130m in bf16 (C 768, D 1536, R 48, N 16,
-// 24 layers): 18,788 B against 1,536 B per token and layer, so the stack keeps 24 · 18,788 = 451 KB per token
-// without and 24 · 1,536 + 17,252 = 54 KB with recompute (8.3× less; at batch 16 × 2048 tokens: 14.8 GB →
-// 1.77 GB) for one more forward of 23 of the 24 layers (≈ +30% FLOPs). TrainOptions::keep_layers = K keeps
-// everything in the last K layers instead of the last one: each extra one costs 18,788 − 1,536 B per token and
-// saves one recomputed forward (Mamba-1.4B, C 2048, D 4096, R 128: 49,988 − 4,096 B, 0.38 GB at 4 × 2048).
+// dtr (R), B and C (2N); plus f32 rstd and the scan's saved states (D·N f32 per 32 tokens at N <= 16,
+// selective_scan.h). With recompute a layer keeps h (C) only, and the last layer keeps everything. Mamba-130m in
+// bf16 (C 768, D 1536, R 48, N 16, 24 layers): 18,592 + 4 + 3,072 = 21,668 B against 1,536 B per token and layer,
+// so the stack keeps 24 · 21,668 = 520 KB per token without and 24 · 1,536 + 20,132 = 57 KB with recompute (9.1×
+// less; at batch 16 × 2048 tokens: 17.0 GB → 1.87 GB) for one more forward of 23 of the 24 layers (≈ +30% FLOPs).
+// TrainOptions::keep_layers = K keeps everything in the last K layers instead of the last one: each extra one
+// costs 21,668 − 1,536 B per token and saves one recomputed forward (Mamba-1.4B, C 2048, D 4096, R 128:
+// 49,472 + 4 + 8,192 − 4,096 B, 0.44 GB at 4 × 2048).
 struct MambaModel::Acts {
   int64_t recomputed = 0;  // layers [0, recomputed) keep only their input (TrainOptions::recomputed_layers)
   int64_t B = 0, T = 0;
@@ -96,7 +97,7 @@ Tensor MambaModel::mixer_forward(MambaLayer& ly, const Tensor& n, int64_t B, int
   a.Bm.copy_(xp.slice(1, R, R + N));
   a.Cm.copy_(xp.slice(1, R + N, R + 2 * N));
   matmul_batched(shared(ly.dt_proj->weight), a.dtr, a.delta, false, false);
-  a.states = E({B, D, selective_scan_chunks(T), N}, DType::f32);
+  a.states = E({B, D, selective_scan_states(T, N), N}, DType::f32);
   a.y = E({B, D, T}, dtype_);
   selective_scan_fwd(a.xc, a.delta, ly.A, a.Bm.view({B, 1, N, T}), a.Cm.view({B, 1, N, T}), ly.D_skip->weight, a.z,
                      ly.dt_bias->weight, /*delta_softplus=*/true, a.y, a.states);
