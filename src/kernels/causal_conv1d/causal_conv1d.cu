@@ -18,15 +18,20 @@ constexpr int kThreads = 128;  // 4 warps of 32 or 2 wavefronts of 64; a 2048-st
 __device__ __forceinline__ float sigmoid_f(float v) { return 1.f / (1.f + expf(-v)); }
 // With 16-bit outputs the MUFU exponential and reciprocal (2 ulp) are exact enough and cost 4 instructions
 // instead of ~20 (expf + IEEE division): the forward was SM-bound at 85% compute throughput with the exact pair.
+// The exponential is ex2.approx.ftz on a prescaled argument: __expf under -ftz=false wraps MUFU.EX2 in a range
+// test and two predicated multiplies (SASS, sm_90), 3 of the ~12 instructions of each output; ncu had the forward
+// issuing on 75% of cycles and the backward on 86%, so instructions, not only bytes, bound these kernels.
 template <class T>
 __device__ __forceinline__ float sigmoid_t(float v) {
-  if constexpr (sizeof(T) == 2) return __fdividef(1.f, 1.f + __expf(-v));
+  constexpr float kLog2e = 1.4426950408889634f;
+  if constexpr (sizeof(T) == 2) return __fdividef(1.f, 1.f + ANVIL_EXP2_FTZ(v * -kLog2e));
   else return sigmoid_f(v);
 }
 
-// Loads P consecutive elements at t0 (16-byte pack when VEC), zero past L.
-template <class T, bool VEC, int P>
-__device__ __forceinline__ void load_run(const T* __restrict__ r, int64_t t0, int64_t L, float* dst) {
+// Loads P consecutive elements at t0 (16-byte pack when VEC), zero past L. I: the time index type (int in the
+// pack kernels, whose rows are shorter than kMaxPackL: 32-bit compares instead of 64-bit pairs).
+template <class T, bool VEC, int P, class I>
+__device__ __forceinline__ void load_run(const T* __restrict__ r, I t0, I L, float* dst) {
   if constexpr (VEC) {
     if (t0 + P <= L) {
       auto p = gpu::load_pack(r + t0);
@@ -39,8 +44,8 @@ __device__ __forceinline__ void load_run(const T* __restrict__ r, int64_t t0, in
   for (int i = 0; i < P; i++) dst[i] = t0 + i < L ? to_f32(r[t0 + i]) : 0.f;
 }
 
-template <class T, bool VEC, int P>
-__device__ __forceinline__ void store_run(T* __restrict__ r, int64_t t0, int64_t L, const float* src) {
+template <class T, bool VEC, int P, class I>
+__device__ __forceinline__ void store_run(T* __restrict__ r, I t0, I L, const float* src) {
   if constexpr (VEC) {
     if (t0 + P <= L) {
       gpu::Pack<T> p;
@@ -60,17 +65,17 @@ __device__ __forceinline__ void store_run(T* __restrict__ r, int64_t t0, int64_t
 template <class T, int W, bool VEC>
 __global__ void __launch_bounds__(kThreads) conv_fwd_kernel(const T* __restrict__ x, const float* __restrict__ w,
                                                             const float* __restrict__ bias, bool silu,
-                                                            T* __restrict__ out, int D, int64_t L) {
+                                                            T* __restrict__ out, int D, int L) {
   constexpr int P = gpu::Pack<T>::N;
   const int64_t row = blockIdx.x;
-  const int d = int(row % D);
-  const int64_t t0 = (int64_t(blockIdx.y) * kThreads + threadIdx.x) * P;
+  const int d = int(blockIdx.x % unsigned(D));
+  const int t0 = (int(blockIdx.y) * kThreads + int(threadIdx.x)) * P;
   if (t0 >= L) return;
   const T* xr = x + row * L;
   float win[P + W - 1];  // x[t0-(W-1) .. t0+P-1]
 #pragma unroll
   for (int j = 0; j < W - 1; j++) {
-    const int64_t t = t0 - (W - 1) + j;
+    const int t = t0 - (W - 1) + j;
     win[j] = t >= 0 ? to_f32(xr[t]) : 0.f;
   }
   load_run<T, VEC, P>(xr, t0, L, win + W - 1);
@@ -108,11 +113,11 @@ __global__ void __launch_bounds__(kThreads) conv_bwd_kernel(const T* __restrict_
                                                             const float* __restrict__ w,
                                                             const float* __restrict__ bias, bool silu,
                                                             T* __restrict__ dx, float* __restrict__ dw,
-                                                            float* __restrict__ dbias, int D, int64_t L, int reps) {
+                                                            float* __restrict__ dbias, int D, int L, int reps) {
   constexpr int P = gpu::Pack<T>::N;
   __shared__ float red[kThreads / gpu::kWarpSize][W + 1];
   const int64_t row = blockIdx.x;
-  const int d = int(row % D);
+  const int d = int(blockIdx.x % unsigned(D));
   const T* xr = x + row * L;
   const T* gr = dout + row * L;
   float wk[W];
@@ -124,13 +129,13 @@ __global__ void __launch_bounds__(kThreads) conv_bwd_kernel(const T* __restrict_
 #pragma unroll
   for (int k = 0; k <= W; k++) part[k] = 0.f;
   for (int r = 0; r < reps; r++) {
-    const int64_t t0 = ((int64_t(blockIdx.y) * reps + r) * kThreads + threadIdx.x) * P;
+    const int t0 = ((int(blockIdx.y) * reps + r) * kThreads + int(threadIdx.x)) * P;
     if (t0 >= L) break;
     float xw[P + 2 * (W - 1)];  // x[t0-(W-1) .. t0+P+W-2], zero outside [0, L)
     float dp[P + W - 1];        // dpre[t0 .. t0+P+W-2], zero past L
 #pragma unroll
     for (int j = 0; j < W - 1; j++) {
-      const int64_t tb = t0 - (W - 1) + j, ta = t0 + P + j;
+      const int tb = t0 - (W - 1) + j, ta = t0 + P + j;
       xw[j] = tb >= 0 ? to_f32(xr[tb]) : 0.f;
       xw[W - 1 + P + j] = ta < L ? to_f32(xr[ta]) : 0.f;
       dp[P + j] = ta < L ? to_f32(gr[ta]) : 0.f;
@@ -429,6 +434,13 @@ void launch_seg_bwd(const Tensor& dout, const Tensor& x, const Tensor& w, const 
   ANVIL_LAUNCH_CHECK();
 }
 
+// The pack kernels index time in 32 bits and rows by blockIdx.x.
+constexpr int64_t kMaxPackL = int64_t(1) << 30;
+void check_pack_rows(int64_t rows, int64_t L) {
+  ANVIL_CHECK(L <= kMaxPackL, "causal_conv1d (GPU)", str("L <= ", kMaxPackL), L);
+  ANVIL_CHECK(rows <= int64_t(INT32_MAX), "causal_conv1d (GPU)", "B * D < 2^31 rows", rows);
+}
+
 }  // namespace
 
 void causal_conv1d_fwd_gpu(const Tensor& x, const Tensor& w, const Tensor& bias, bool silu, Tensor& out) {
@@ -445,11 +457,12 @@ void causal_conv1d_fwd_gpu(const Tensor& x, const Tensor& w, const Tensor& bias,
       });
       return;
     }
+    check_pack_rows(rows, L);
     const dim3 grid(unsigned(rows), unsigned(gpu::ceil_div(L, int64_t(kThreads) * P)));
     CONV_DISPATCH_W(W, KW, {
       auto kernel = vec ? conv_fwd_kernel<T, KW, true> : conv_fwd_kernel<T, KW, false>;
       kernel<<<grid, kThreads, 0, gpu::stream()>>>(x.data<T>(), w.data<float>(), opt(bias), silu, out.data<T>(), D,
-                                                   L);
+                                                   int(L));
       ANVIL_LAUNCH_CHECK();
     });
   });
@@ -472,11 +485,12 @@ void causal_conv1d_bwd_gpu(const Tensor& dout, const Tensor& x, const Tensor& w,
       return;
     }
     const int reps = conv_bwd_reps();
+    check_pack_rows(rows, L);
     const dim3 grid(unsigned(rows), unsigned(gpu::ceil_div(L, int64_t(kThreads) * P * reps)));
     CONV_DISPATCH_W(W, KW, {
       auto kernel = vec ? conv_bwd_kernel<T, KW, true> : conv_bwd_kernel<T, KW, false>;
       kernel<<<grid, kThreads, 0, gpu::stream()>>>(dout.data<T>(), x.data<T>(), w.data<float>(), opt(bias), silu,
-                                                   dx.data<T>(), dw.data<float>(), opt_mut(dbias), D, L, reps);
+                                                   dx.data<T>(), dw.data<float>(), opt_mut(dbias), D, int(L), reps);
       ANVIL_LAUNCH_CHECK();
     });
   });
