@@ -39,7 +39,8 @@ constexpr int kMinThreadsPerSM = 640;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kDtStride = 2 * kTT + 4;  // (dt, dt*u) row per channel; +4 floats puts 8 channels on 8 bank quads
 constexpr int kYStride = kTT + 4;       // finished y row per channel; same padding
-static_assert(kSelectiveScanTileEvery == kTT && kNP == kSelectiveScanTileMaxN, "a saved state per tile (N <= 16)");
+static_assert(kSelectiveScanTileEvery == kTT && kNP == kSelectiveScanTileMaxN,
+              "a saved state per tile (N <= 16)");
 
 struct SeqParams {
   const void *u, *delta, *Bm, *Cm, *z;

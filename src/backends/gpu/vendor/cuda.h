@@ -19,6 +19,13 @@ __device__ __forceinline__ float anvil_exp2_ftz(float x) {
   return y;
 }
 #define ANVIL_EXP2_FTZ(x) anvil_exp2_ftz(x)
+// log2 with subnormals flushed: one MUFU.LG2 (__logf and log2f under -ftz=false add the same range fix-up).
+__device__ __forceinline__ float anvil_log2_ftz(float x) {
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+#define ANVIL_LOG2_FTZ(x) anvil_log2_ftz(x)
 
 // x * y rounded on its own: nvcc never fuses __fmul_rn with an add that follows into one FMA (a plain `*`
 // would be, under the default --fmad=true).

@@ -16,6 +16,7 @@
 // exp2 where subnormals may be flushed (cuda.h: one MUFU.EX2). HIP 5.x has no portable cheaper spelling than
 // exp2f, which lowers to v_exp_f32.
 #define ANVIL_EXP2_FTZ(x) exp2f(x)
+#define ANVIL_LOG2_FTZ(x) __log2f(x)  // v_log_f32
 
 // x * y rounded on its own, never fused with an add that follows into one FMA (cuda.h: __fmul_rn). clang's
 // HIP __fmul_rn is a plain `*`, and HIP compiles with -ffp-contract=fast-honor-pragmas: without the pragma
