@@ -224,14 +224,15 @@ std::vector<Check> prefill_decode_case(const Ctx& ctx, DType dt, const S& s) {
 std::vector<OpCase> cases() {
   std::vector<OpCase> out;
   // Lengths from 1 to 4096: above twice the block (where upstream mamba's backward broke on 64-wide
-  // wavefronts), across the 512-step chunk (513, 1000) and many chunks (4096). Odd D per group.
+  // wavefronts), across the 512-step chunk (513, 1000) and many chunks (4096). Odd D per group. N = 32 at
+  // L = 1100: states every 512 steps (N > 16, selective_scan.h), three of them, the last after a partial chunk.
   const S shapes[] = {
       {1, 1, 1, 1, 1, false, false, false, false},  {2, 3, 7, 4, 1, true, true, true, true},
       {1, 4, 128, 16, 2, true, true, true, true},   {2, 5, 192, 16, 1, false, true, false, true},
       {1, 6, 256, 64, 2, true, false, true, false}, {2, 3, 1000, 16, 1, true, true, true, true},
       {1, 2, 4096, 16, 2, true, true, true, true},  {1, 7, 513, 4, 1, false, false, false, false},
       {2, 4, 1024, 1, 2, true, true, false, true},  {1, 3, 300, 256, 1, true, true, true, true},
-      {1, 6, 64, 16, 2, false, false, true, true}};
+      {1, 6, 64, 16, 2, false, false, true, true},  {1, 3, 1100, 32, 1, true, true, true, true}};
   for (DType dt : {DType::f32, DType::bf16, DType::f16})
     for (const S& s : shapes) {
       OpCase c{"selective_scan", scan_id("selective_scan", dt, s)};
