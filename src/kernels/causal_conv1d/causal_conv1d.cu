@@ -187,182 +187,6 @@ __global__ void __launch_bounds__(kThreads) conv_bwd_kernel(const T* __restrict_
   }
 }
 
-// ---- Variant "segments" (ANVIL_CONV_VARIANT 1: K = 2, 2: K = 4; not the default: measured slower, see docs). The kernels above ran at 35-38% of
-// copy bandwidth: one 16-byte load per thread and block, W-1 extra scalar loads, exact expf and a division per
-// element, 5 block reductions (10 barriers) per 128 threads in the backward. Here one warp owns SEG = kW*P*K
-// consecutive steps of a row and lane l the packs k*kW + l: every load instruction is a coalesced 512-byte run
-// and each lane has K (x, and dout) 16-byte loads in flight. The W-1 neighbours of a pack are the end of the same
-// pack of lane l-1, or for lane 0 of pack k-1 of the last lane: shuffles, not loads; only the segment's two
-// ends touch memory again. dw/dbias: one warp sum and W+1 atomics per segment (1024 steps in bf16).
-constexpr int kSegThreads = 256;
-
-
-// The W-1 inputs before each pack of the lane: from lane-1, or (lane 0) from the last lane's previous pack, or
-// (lane 0, pack 0) from `head`, read from memory.
-template <int W, int K, int P>
-__device__ __forceinline__ void prev_inputs(const float (&v)[K][P], const float* head, int lane, float (&prev)[K][W]) {
-#pragma unroll
-  for (int k = 0; k < K; k++)
-#pragma unroll
-    for (int j = 0; j < W - 1; j++) {
-      const float up = ANVIL_SHFL_UP(v[k][P - (W - 1) + j], 1, gpu::kWarpSize);
-      const float wrap = k > 0 ? ANVIL_SHFL(v[k > 0 ? k - 1 : 0][P - (W - 1) + j], gpu::kWarpSize - 1, gpu::kWarpSize)
-                               : head[j];
-      prev[k][j] = lane == 0 ? wrap : up;
-    }
-}
-
-// x, out: (B, D, L); a warp per (row, segment); tasks = rows * segs_per_row.
-template <class T, int W, bool VEC, int K>
-__global__ void __launch_bounds__(kSegThreads) conv_fwd_seg_kernel(const T* __restrict__ x, const float* __restrict__ w,
-                                                                   const float* __restrict__ bias, bool silu,
-                                                                   T* __restrict__ out, int D, int64_t L,
-                                                                   int64_t segs_per_row, int64_t tasks) {
-  constexpr int P = gpu::Pack<T>::N, kW = gpu::kWarpSize, SEG = kW * P * K;
-  const int lane = int(threadIdx.x) % kW;
-  const int64_t task = int64_t(blockIdx.x) * (kSegThreads / kW) + threadIdx.x / kW;
-  if (task >= tasks) return;  // whole warps only: the shuffles below need every lane
-  const int64_t row = task / segs_per_row, s0 = (task % segs_per_row) * SEG;
-  const int d = int(row % D);
-  const T* xr = x + row * L;
-  float v[K][P];
-#pragma unroll
-  for (int k = 0; k < K; k++) load_run<T, VEC, P>(xr, s0 + int64_t(k * kW + lane) * P, L, v[k]);
-  float head[W];
-#pragma unroll
-  for (int j = 0; j < W - 1; j++) {
-    const int64_t t = s0 - (W - 1) + j;
-    head[j] = lane == 0 && t >= 0 ? to_f32(xr[t]) : 0.f;
-  }
-  float wk[W];
-#pragma unroll
-  for (int k = 0; k < W; k++) wk[k] = w[d * W + k];
-  const float b0 = bias ? bias[d] : 0.f;
-  float prev[K][W];
-  prev_inputs<W, K, P>(v, head, lane, prev);
-#pragma unroll
-  for (int k = 0; k < K; k++) {
-    float o[P];
-#pragma unroll
-    for (int i = 0; i < P; i++) {
-      float s = b0;
-#pragma unroll
-      for (int j = 0; j < W; j++) {
-        const int e = i + j - (W - 1);  // x[t - (W-1) + j]
-        s = fmaf(wk[j], e >= 0 ? v[k][e >= 0 ? e : 0] : prev[k][e < 0 ? e + W - 1 : 0], s);
-      }
-      o[i] = silu ? s * sigmoid_t<T>(s) : s;
-    }
-    store_run<T, VEC, P>(out + row * L, s0 + int64_t(k * kW + lane) * P, L, o);
-  }
-}
-
-// Backward of a segment: dpre on the lane's own steps (x window as in the forward), dx from dpre at t .. t+W-1
-// (the W-1 after a pack are the start of lane+1's pack, or lane 0's next pack; past the segment, recomputed by
-// the last lane from memory).
-template <class T, int W, bool VEC, int K>
-__global__ void __launch_bounds__(kSegThreads) conv_bwd_seg_kernel(const T* __restrict__ dout, const T* __restrict__ x,
-                                                                   const float* __restrict__ w,
-                                                                   const float* __restrict__ bias, bool silu,
-                                                                   T* __restrict__ dx, float* __restrict__ dw,
-                                                                   float* __restrict__ dbias, int D, int64_t L,
-                                                                   int64_t segs_per_row, int64_t tasks) {
-  constexpr int P = gpu::Pack<T>::N, kW = gpu::kWarpSize, SEG = kW * P * K;
-  const int lane = int(threadIdx.x) % kW;
-  const int64_t task = int64_t(blockIdx.x) * (kSegThreads / kW) + threadIdx.x / kW;
-  if (task >= tasks) return;
-  const int64_t row = task / segs_per_row, s0 = (task % segs_per_row) * SEG, e0 = s0 + SEG;
-  const int d = int(row % D);
-  const T* xr = x + row * L;
-  const T* gr = dout + row * L;
-  float v[K][P], dp[K][P];
-#pragma unroll
-  for (int k = 0; k < K; k++) {
-    load_run<T, VEC, P>(xr, s0 + int64_t(k * kW + lane) * P, L, v[k]);
-    load_run<T, VEC, P>(gr, s0 + int64_t(k * kW + lane) * P, L, dp[k]);  // zero past L: nothing flows back
-  }
-  float head[W], tx[W], tg[W];
-#pragma unroll
-  for (int j = 0; j < W - 1; j++) {
-    const int64_t tb = s0 - (W - 1) + j, ta = e0 + j;
-    head[j] = lane == 0 && tb >= 0 ? to_f32(xr[tb]) : 0.f;
-    tx[j] = lane == kW - 1 && ta < L ? to_f32(xr[ta]) : 0.f;
-    tg[j] = lane == kW - 1 && ta < L ? to_f32(gr[ta]) : 0.f;
-  }
-  float wk[W];
-#pragma unroll
-  for (int k = 0; k < W; k++) wk[k] = w[d * W + k];
-  const float b0 = bias ? bias[d] : 0.f;
-  float prev[K][W];
-  prev_inputs<W, K, P>(v, head, lane, prev);
-  float part[W + 1];  // dw taps, then dbias
-#pragma unroll
-  for (int j = 0; j <= W; j++) part[j] = 0.f;
-#pragma unroll
-  for (int k = 0; k < K; k++)
-#pragma unroll
-    for (int i = 0; i < P; i++) {
-      float xw[W];
-      float p = b0;
-#pragma unroll
-      for (int j = 0; j < W; j++) {
-        const int e = i + j - (W - 1);
-        xw[j] = e >= 0 ? v[k][e >= 0 ? e : 0] : prev[k][e < 0 ? e + W - 1 : 0];
-        p = fmaf(wk[j], xw[j], p);
-      }
-      if (silu) {
-        const float s = sigmoid_t<T>(p);
-        dp[k][i] *= s * (1.f + p * (1.f - s));
-      }
-#pragma unroll
-      for (int j = 0; j < W; j++) part[j] = fmaf(dp[k][i], xw[j], part[j]);
-      part[W] += dp[k][i];
-    }
-  // dpre at e0 .. e0+W-2, for the last lane's last pack: x from e0-(W-1) (its own) to e0+W-2 (tx).
-  float tdp[W];
-#pragma unroll
-  for (int j = 0; j < W - 1; j++) {
-    float p = b0;
-#pragma unroll
-    for (int m = 0; m < W; m++) {
-      const int e = j + m - (W - 1);  // x[e0 + e]
-      p = fmaf(wk[m], e < 0 ? v[K - 1][P + (e < 0 ? e : 0)] : tx[e >= 0 ? e : 0], p);
-    }
-    const float s = sigmoid_t<T>(p);
-    tdp[j] = silu ? tg[j] * s * (1.f + p * (1.f - s)) : tg[j];
-  }
-  const int nxt = lane + 1 < kW ? lane + 1 : 0;
-#pragma unroll
-  for (int k = 0; k < K; k++) {
-    float ext[P + W];  // dpre at the pack's steps and the W-1 after
-#pragma unroll
-    for (int i = 0; i < P; i++) ext[i] = dp[k][i];
-#pragma unroll
-    for (int j = 0; j < W - 1; j++) {
-      const float from_next = ANVIL_SHFL(dp[k][j], nxt, kW);
-      const float wrap = k + 1 < K ? ANVIL_SHFL(dp[k + 1 < K ? k + 1 : k][j], 0, kW) : tdp[j];
-      ext[P + j] = lane == kW - 1 ? wrap : from_next;
-    }
-    float o[P];
-#pragma unroll
-    for (int i = 0; i < P; i++) {
-      float s = 0.f;
-#pragma unroll
-      for (int j = 0; j < W; j++) s = fmaf(wk[j], ext[i + W - 1 - j], s);
-      o[i] = s;
-    }
-    store_run<T, VEC, P>(dx + row * L, s0 + int64_t(k * kW + lane) * P, L, o);
-  }
-#pragma unroll
-  for (int j = 0; j <= W; j++) {
-    const float s = gpu::warp_sum(part[j]);
-    if (lane == 0) {
-      if (j < W) atomicAdd(dw + d * W + j, s);
-      else if (dbias) atomicAdd(dbias + d, s);
-    }
-  }
-}
-
 // One thread per (b, d): window = [conv_state..., x], then the state rolls by one.
 template <class T, int W>
 __global__ void conv_update_kernel(const T* __restrict__ x, T* __restrict__ st, const float* __restrict__ w,
@@ -394,46 +218,6 @@ __global__ void conv_update_kernel(const T* __restrict__ x, T* __restrict__ st, 
 const float* opt(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
 float* opt_mut(Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
 
-// ANVIL_CONV_VARIANT, read once: 0 the pack-per-thread kernels, 1/2 the segment kernels with K = 2/4.
-int conv_variant() {
-  static const int v = [] {
-    const char* e = std::getenv("ANVIL_CONV_VARIANT");
-    return e && *e ? std::atoi(e) : 0;  // 0: measured fastest on the H200 (fwd 35% / bwd 39% of copy; segments 32-39%)
-  }();
-  return v;
-}
-
-// Grid of the segment kernels: one warp per (row, segment of kWarpSize * P * K steps).
-template <class T, int K>
-void seg_grid(const Tensor& x, int64_t& segs, int64_t& tasks, unsigned& blocks) {
-  const int64_t seg = int64_t(gpu::kWarpSize) * gpu::Pack<T>::N * K;
-  segs = (x.size(2) + seg - 1) / seg;
-  tasks = x.size(0) * x.size(1) * segs;
-  blocks = unsigned(gpu::ceil_div(tasks, kSegThreads / gpu::kWarpSize));
-}
-template <class T, int W, int K>
-void launch_seg_fwd(const Tensor& x, const Tensor& w, const Tensor& bias, bool silu, Tensor& out, bool vec) {
-  int64_t segs, tasks;
-  unsigned blocks;
-  seg_grid<T, K>(x, segs, tasks, blocks);
-  auto kernel = vec ? conv_fwd_seg_kernel<T, W, true, K> : conv_fwd_seg_kernel<T, W, false, K>;
-  kernel<<<blocks, kSegThreads, 0, gpu::stream()>>>(x.data<T>(), w.data<float>(), opt(bias), silu, out.data<T>(),
-                                                    int(x.size(1)), x.size(2), segs, tasks);
-  ANVIL_LAUNCH_CHECK();
-}
-template <class T, int W, int K>
-void launch_seg_bwd(const Tensor& dout, const Tensor& x, const Tensor& w, const Tensor& bias, bool silu, Tensor& dx,
-                    Tensor& dw, Tensor& dbias, bool vec) {
-  int64_t segs, tasks;
-  unsigned blocks;
-  seg_grid<T, K>(x, segs, tasks, blocks);
-  auto kernel = vec ? conv_bwd_seg_kernel<T, W, true, K> : conv_bwd_seg_kernel<T, W, false, K>;
-  kernel<<<blocks, kSegThreads, 0, gpu::stream()>>>(dout.data<T>(), x.data<T>(), w.data<float>(), opt(bias), silu,
-                                                    dx.data<T>(), dw.data<float>(), opt_mut(dbias), int(x.size(1)),
-                                                    x.size(2), segs, tasks);
-  ANVIL_LAUNCH_CHECK();
-}
-
 // The pack kernels index time in 32 bits and rows by blockIdx.x.
 constexpr int64_t kMaxPackL = int64_t(1) << 30;
 void check_pack_rows(int64_t rows, int64_t L) {
@@ -449,14 +233,6 @@ void causal_conv1d_fwd_gpu(const Tensor& x, const Tensor& w, const Tensor& bias,
   ANVIL_DISPATCH_FLOAT(x.dtype(), T, {
     constexpr int P = gpu::Pack<T>::N;
     const bool vec = L % P == 0 && gpu::aligned16(x.data_ptr()) && gpu::aligned16(out.data_ptr());
-    const int variant = conv_variant();
-    if (variant == 1 || variant == 2) {
-      CONV_DISPATCH_W(W, KW, {
-        if (variant == 1) launch_seg_fwd<T, KW, 2>(x, w, bias, silu, out, vec);
-        else launch_seg_fwd<T, KW, 4>(x, w, bias, silu, out, vec);
-      });
-      return;
-    }
     check_pack_rows(rows, L);
     const dim3 grid(unsigned(rows), unsigned(gpu::ceil_div(L, int64_t(kThreads) * P)));
     CONV_DISPATCH_W(W, KW, {
@@ -476,14 +252,6 @@ void causal_conv1d_bwd_gpu(const Tensor& dout, const Tensor& x, const Tensor& w,
     constexpr int P = gpu::Pack<T>::N;
     const bool vec = L % P == 0 && gpu::aligned16(x.data_ptr()) && gpu::aligned16(dout.data_ptr()) &&
                      gpu::aligned16(dx.data_ptr());
-    const int variant = conv_variant();
-    if (variant == 1 || variant == 2) {
-      CONV_DISPATCH_W(W, KW, {
-        if (variant == 1) launch_seg_bwd<T, KW, 2>(dout, x, w, bias, silu, dx, dw, dbias, vec);
-        else launch_seg_bwd<T, KW, 4>(dout, x, w, bias, silu, dx, dw, dbias, vec);
-      });
-      return;
-    }
     const int reps = conv_bwd_reps();
     check_pack_rows(rows, L);
     const dim3 grid(unsigned(rows), unsigned(gpu::ceil_div(L, int64_t(kThreads) * P * reps)));
