@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Float64 emulation of the GPU selective-scan backward schedule of selective_scan_bwd_async.cu (variant 2; the
-arithmetic is variant 1's) against torch autograd of the plain recurrence. It checks the decomposition (chunks,
-phase-1 tile checkpoints, the 24-step tile forward, 8-step sub-tiles, 4-step reduction rounds, identity padding
-past L, N < 16 padding) and variant 2's own hazard: du/ddelta/dz are written into the staged tile's slot of
+arithmetic is variant 1's) against torch autograd of the plain recurrence. It checks the decomposition (tiles
+from last to first, each from the forward's saved state after the tile before -- selective_scan.h: one per 32
+steps at N <= 16 --, the 24-step tile forward, 8-step sub-tiles, 4-step reduction rounds, identity padding past
+L, N < 16 padding) and variant 2's own hazard: du/ddelta/dz are written into the staged tile's slot of
 their step while later rounds still read the tile, and leave only at the end of the tile. Not the CUDA code.
 
     python3 tools/emulate_scan_bwd.py            # the whole grid (a few minutes on one core)
@@ -89,14 +90,14 @@ def emulate(u, delta, A, Bm, Cm, Dskip, z, dbias, softplus, dout):
     def step(h, d, Bt, s):  # one forward step of every state
         return np.exp2(d[:, s, 0:1] * A2) * h + Bt[:, :, s] * d[:, s, 1:2]
 
-    # The forward's saved states (h after each chunk), computed plainly.
-    states = np.zeros((R, chunks, NP))
+    # The forward's saved states (h after each 32-step tile), computed plainly.
+    ntiles = (L + TT - 1) // TT
+    states = np.zeros((R, ntiles, NP))
     h = np.zeros((R, NP))
-    for c in range(chunks):
-        for kt in range(c * CHUNK // TT, (c + 1) * CHUNK // TT):
-            d, _, Bt, _ = stage(kt, False)
-            for s in range(TT): h = step(h, d, Bt, s)
-        states[:, c] = h
+    for kt in range(ntiles):
+        d, _, Bt, _ = stage(kt, False)
+        for s in range(TT): h = step(h, d, Bt, s)
+        states[:, kt] = h
 
     du, ddelta, dzo = np.zeros((R, Lp)), np.zeros((R, Lp)), np.zeros((R, Lp))
     dB, dC = np.zeros((Bsz, G, NP, Lp)), np.zeros((Bsz, G, NP, Lp))
@@ -125,75 +126,65 @@ def emulate(u, delta, A, Bm, Cm, Dskip, z, dbias, softplus, dout):
                 ddb += ddt
     d_cur = {}
 
-    for c in range(chunks - 1, -1, -1):
-        nt = min(-(-(L - c * CHUNK) // TT), CHUNK // TT)
-        kt0 = c * CHUNK // TT
-        h0 = states[:, c - 1] if c > 0 else np.zeros((R, NP))
-        ck = {}
-        h = h0.copy()
-        for k in range(nt - 1):  # phase 1
-            d, _, Bt, _ = stage(kt0 + k, False)
-            for s in range(TT): h = step(h, d, Bt, s)
-            ck[k + 1] = h.copy()
-        for k in range(nt - 1, -1, -1):  # phase 2
-            tt = (kt0 + k) * TT
-            d, e, Bt, Ct = stage(kt0 + k, True)
-            ht = ck[k] if k > 0 else h0
-            sub, h = {}, ht.copy()
-            for i in range(TT // SUB - 1):
-                for s in range(i * SUB, (i + 1) * SUB): h = step(h, d, Bt, s)
-                sub[i] = h.copy()
-            for i in range(TT // SUB - 1, -1, -1):
-                tb = i * SUB
-                hs = sub[i - 1] if i > 0 else ht
-                cur.update(tt=tt, tb=tb); d_cur.update(d=d, e=e)
-                if VARIANT == 2:
-                    a, hh, ys = [], [], []
-                    hp = hs
-                    for s in range(SUB):
-                        a.append(np.exp2(d[:, tb + s, 0:1] * A2))
-                        hp = a[-1] * hp + Bt[:, :, tb + s] * d[:, tb + s, 1:2]
-                        hh.append(hp)
-                        ys.append((Ct[:, :, tb + s] * hp).sum(-1))
-                    for r in range(SUB // HALF - 1, -1, -1):
-                        gB, dtw, vCs, vBs = {}, {}, {}, {}
-                        for s in range(r * HALF + HALF - 1, r * HALF - 1, -1):
-                            dd = d[:, tb + s]  # must still be the staged inputs
-                            G_ = Ct[:, :, tb + s] * dd[:, 2:3] + qc
-                            vCs[s] = dd[:, 2:3] * hh[s]
-                            vBs[s] = G_ * dd[:, 1:2]
-                            gB[s] = (G_ * Bt[:, :, tb + s]).sum(-1)
-                            qc = a[s] * G_
-                            w = qc * (hh[s - 1] if s > 0 else hs)
-                            dtw[s] = (A2 * w).sum(-1)
-                            dA += w * dd[:, 0:1]
-                        reduce(r, vCs, vBs, gB, dtw, ys)  # the round's reducers
-                else:  # variant 3: per round, recompute only its kHalf steps from hs advanced through the earlier rounds
-                    for r in range(SUB // HALF - 1, -1, -1):
-                        hr = hs.copy()
-                        for s in range(r * HALF): hr = step(hr, d, Bt, tb + s)  # the extra advance (r = 1: 4 steps)
-                        a, hh, ys = {}, {}, {}
-                        hp = hr
-                        for s in range(r * HALF, r * HALF + HALF):  # held in registers: a, h, B, C, (dt, dt u, dy)
-                            a[s] = np.exp2(d[:, tb + s, 0:1] * A2)
-                            hp = a[s] * hp + Bt[:, :, tb + s] * d[:, tb + s, 1:2]
-                            hh[s] = hp
-                            ys[s] = (Ct[:, :, tb + s] * hp).sum(-1)
-                        held = {s: d[:, tb + s].copy() for s in range(r * HALF, r * HALF + HALF)}
-                        gB, dtw, vCs, vBs = {}, {}, {}, {}
-                        for s in range(r * HALF + HALF - 1, r * HALF - 1, -1):
-                            dd = held[s]
-                            G_ = Ct[:, :, tb + s] * dd[:, 2:3] + qc
-                            vCs[s] = dd[:, 2:3] * hh[s]
-                            vBs[s] = G_ * dd[:, 1:2]
-                            gB[s] = (G_ * Bt[:, :, tb + s]).sum(-1)
-                            qc = a[s] * G_
-                            w = qc * (hh[s - 1] if s > r * HALF else hr)
-                            dtw[s] = (A2 * w).sum(-1)
-                            dA += w * dd[:, 0:1]
-                        reduce(r, vCs, vBs, gB, dtw, ys)
-            # write_tile: the slots now hold (du, ddelta, dz)
-            du[:, tt:tt + TT], ddelta[:, tt:tt + TT], dzo[:, tt:tt + TT] = d[:, :, 0], d[:, :, 1], d[:, :, 2]
+    for kt in range(ntiles - 1, -1, -1):
+        tt = kt * TT
+        d, e, Bt, Ct = stage(kt, True)
+        ht = states[:, kt - 1] if kt > 0 else np.zeros((R, NP))
+        sub, h = {}, ht.copy()
+        for i in range(TT // SUB - 1):
+            for s in range(i * SUB, (i + 1) * SUB): h = step(h, d, Bt, s)
+            sub[i] = h.copy()
+        for i in range(TT // SUB - 1, -1, -1):
+            tb = i * SUB
+            hs = sub[i - 1] if i > 0 else ht
+            cur.update(tt=tt, tb=tb); d_cur.update(d=d, e=e)
+            if VARIANT == 2:
+                a, hh, ys = [], [], []
+                hp = hs
+                for s in range(SUB):
+                    a.append(np.exp2(d[:, tb + s, 0:1] * A2))
+                    hp = a[-1] * hp + Bt[:, :, tb + s] * d[:, tb + s, 1:2]
+                    hh.append(hp)
+                    ys.append((Ct[:, :, tb + s] * hp).sum(-1))
+                for r in range(SUB // HALF - 1, -1, -1):
+                    gB, dtw, vCs, vBs = {}, {}, {}, {}
+                    for s in range(r * HALF + HALF - 1, r * HALF - 1, -1):
+                        dd = d[:, tb + s]  # must still be the staged inputs
+                        G_ = Ct[:, :, tb + s] * dd[:, 2:3] + qc
+                        vCs[s] = dd[:, 2:3] * hh[s]
+                        vBs[s] = G_ * dd[:, 1:2]
+                        gB[s] = (G_ * Bt[:, :, tb + s]).sum(-1)
+                        qc = a[s] * G_
+                        w = qc * (hh[s - 1] if s > 0 else hs)
+                        dtw[s] = (A2 * w).sum(-1)
+                        dA += w * dd[:, 0:1]
+                    reduce(r, vCs, vBs, gB, dtw, ys)  # the round's reducers
+            else:  # variant 3: per round, recompute only its kHalf steps from hs advanced through the earlier rounds
+                for r in range(SUB // HALF - 1, -1, -1):
+                    hr = hs.copy()
+                    for s in range(r * HALF): hr = step(hr, d, Bt, tb + s)  # the extra advance (r = 1: 4 steps)
+                    a, hh, ys = {}, {}, {}
+                    hp = hr
+                    for s in range(r * HALF, r * HALF + HALF):  # held in registers: a, h, B, C, (dt, dt u, dy)
+                        a[s] = np.exp2(d[:, tb + s, 0:1] * A2)
+                        hp = a[s] * hp + Bt[:, :, tb + s] * d[:, tb + s, 1:2]
+                        hh[s] = hp
+                        ys[s] = (Ct[:, :, tb + s] * hp).sum(-1)
+                    held = {s: d[:, tb + s].copy() for s in range(r * HALF, r * HALF + HALF)}
+                    gB, dtw, vCs, vBs = {}, {}, {}, {}
+                    for s in range(r * HALF + HALF - 1, r * HALF - 1, -1):
+                        dd = held[s]
+                        G_ = Ct[:, :, tb + s] * dd[:, 2:3] + qc
+                        vCs[s] = dd[:, 2:3] * hh[s]
+                        vBs[s] = G_ * dd[:, 1:2]
+                        gB[s] = (G_ * Bt[:, :, tb + s]).sum(-1)
+                        qc = a[s] * G_
+                        w = qc * (hh[s - 1] if s > r * HALF else hr)
+                        dtw[s] = (A2 * w).sum(-1)
+                        dA += w * dd[:, 0:1]
+                    reduce(r, vCs, vBs, gB, dtw, ys)
+        # write_tile: the slots now hold (du, ddelta, dz)
+        du[:, tt:tt + TT], ddelta[:, tt:tt + TT], dzo[:, tt:tt + TT] = d[:, :, 0], d[:, :, 1], d[:, :, 2]
     out = dict(u=du[:, :L].reshape(Bsz, D, L), delta=ddelta[:, :L].reshape(Bsz, D, L),
                A=dA[:, :N].reshape(Bsz, D, N).sum(0), Bm=dB[:, :, :N, :L], Cm=dC[:, :, :N, :L])
     if Dskip is not None: out['D'] = dD.reshape(Bsz, D).sum(0)
