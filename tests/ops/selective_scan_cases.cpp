@@ -66,7 +66,9 @@ Ref reference(const S& s, const Inputs& in, const std::vector<float>& dA0, const
   return r;
 }
 
-std::vector<Check> test_case(const Ctx& ctx, DType dt, const S& s) {
+// odd_states: the saved states live 4 bytes into their buffer (contiguous, but not on 16 bytes), which must take
+// the kernels' scalar state path instead of their float4 one.
+std::vector<Check> test_case(const Ctx& ctx, DType dt, const S& s, bool odd_states = false) {
   const Inputs in = inputs(s, dt, ctx.seed);
   const Device dev = ctx.device;
   const Shape xs{s.B, s.D, s.L}, bs{s.B, s.G, s.N, s.L}, ds{s.D};
@@ -76,7 +78,12 @@ std::vector<Check> test_case(const Ctx& ctx, DType dt, const S& s) {
   Tensor z = s.z ? make(in.z, xs, dt, dev) : Tensor();
   Tensor db = s.dbias ? make(in.delta_bias, ds, DType::f32, dev) : Tensor();
   Tensor out = Tensor::empty(xs, dt, dev);
-  Tensor states = Tensor::empty({s.B, s.D, selective_scan_states(s.L, s.N), s.N}, DType::f32, dev);
+  const Shape ss{s.B, s.D, selective_scan_states(s.L, s.N), s.N};
+  Tensor states = Tensor::empty(ss, DType::f32, dev);
+  if (odd_states) {
+    const int64_t n = s.B * s.D * ss[2] * s.N;
+    states = Tensor::empty({n + 1}, DType::f32, dev).slice(0, 1, n + 1).view(ss);
+  }
   selective_scan_fwd(u, delta, A, Bm, Cm, Dk, z, db, s.softplus, out, states);
 
   // Accumulating gradients start non-zero.
@@ -239,6 +246,12 @@ std::vector<OpCase> cases() {
       c.test = [=](const Ctx& ctx) { return test_case(ctx, dt, s); };
       out.push_back(c);
     }
+  {
+    const S s{1, 5, 300, 16, 1, true, true, true, true};
+    OpCase c{"selective_scan", scan_id("selective_scan", DType::bf16, s) + " states at +4 bytes"};
+    c.test = [=](const Ctx& ctx) { return test_case(ctx, DType::bf16, s, /*odd_states=*/true); };
+    out.push_back(c);
+  }
   // Grad mode: small f32 shapes, every input.
   for (const S& s : {S{1, 2, 9, 3, 1, true, true, true, true}, S{2, 4, 6, 2, 2, true, true, false, false},
                      S{1, 3, 5, 2, 1, false, false, true, true}}) {

@@ -89,6 +89,7 @@ struct BwdAsyncParams {
   int64_t L;
   int D, N, G, per_group, blocks_per_group, nstates;
   bool softplus;
+  bool states16;  // N == 16 and states on 16 bytes: a thread's 4 saved states are one float4 load
 };
 
 struct alignas(16) BwdSmem {
@@ -382,7 +383,7 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
       return;
     }
     const float* src = p.states + (row * p.nstates + kt - 1) * p.N + q * kS;
-    if (p.N == kNP) {
+    if (p.states16) {
       unpack4(ld4(src), h);
     } else {
 #pragma unroll
@@ -610,6 +611,7 @@ bool selective_scan_bwd_async_gpu(int variant, const Tensor& dout, const Tensor&
   p.blocks_per_group = gpu::ceil_div(p.per_group, kCB);
   p.nstates = int(selective_scan_states(p.L, p.N));
   p.softplus = delta_softplus;
+  p.states16 = p.N == kNP && gpu::aligned16(states.data_ptr());
   const int64_t grid = u.size(0) * p.G * p.blocks_per_group;
   const ScanGradAccum acc(dB, dC);
   p.dB = acc.dB.data<float>();

@@ -50,6 +50,7 @@ struct SeqParams {
   int64_t L;
   int D, N, G, per_group, blocks_per_group, nstates;
   bool softplus;
+  bool states16;  // N == 16 and states on 16 bytes: a thread's 4 states are one float4 store
 };
 
 // 2^x on the FMA pipe (FlashAttention-4's trick): round-to-nearest split x = j + f with the 1.5*2^23 shifter,
@@ -315,7 +316,7 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, kMinThreadsPerSM / (kCB * Q)) scan_
     // Q threads of a channel fill its 64-byte row.
     if (valid) {
       float* st = p.states + (row * p.nstates + k) * p.N + q * S;
-      if (p.N == kNP) {
+      if (p.states16) {
 #pragma unroll
         for (int j = 0; j < S; j += 4)
           *reinterpret_cast<float4*>(st + j) = make_float4(h[j], h[j + 1], h[j + 2], h[j + 3]);
@@ -374,6 +375,7 @@ bool selective_scan_fwd_seq_gpu(int variant, const Tensor& u, const Tensor& delt
   p.blocks_per_group = gpu::ceil_div(p.per_group, kCB);
   p.nstates = int(selective_scan_states(p.L, p.N));  // one per kTT-step tile (N <= kNP)
   p.softplus = delta_softplus;
+  p.states16 = p.N == kNP && gpu::aligned16(states.data_ptr());
   ANVIL_DISPATCH_FLOAT(u.dtype(), T, {
     const bool vec = p.L % gpu::Pack<T>::N == 0 && scan_seq::all_aligned16({&u, &delta, &Bm, &Cm, &z, &out});
     const int64_t batches = u.size(0);
