@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "backends/gpu/common.cuh"
+#include "backends/gpu/fast_math.cuh"
 #include "core/dispatch.h"
 #include "kernels/causal_conv1d/causal_conv1d.h"
 
@@ -18,20 +19,12 @@ constexpr int kThreads = 128;  // 4 warps of 32 or 2 wavefronts of 64; a 2048-st
 __device__ __forceinline__ float sigmoid_f(float v) { return 1.f / (1.f + expf(-v)); }
 // With 16-bit outputs the MUFU exponential and reciprocal (2 ulp) are exact enough and cost 4 instructions
 // instead of ~20 (expf + IEEE division): the forward was SM-bound at 85% compute throughput with the exact pair.
-// The exponential is ex2.approx.ftz on a prescaled argument: __expf under -ftz=false wraps MUFU.EX2 in a range
-// test and two predicated multiplies (SASS, sm_90), 3 of the ~12 instructions of each output; ncu had the forward
-// issuing on 75% of cycles and the backward on 86%, so instructions, not only bytes, bound these kernels.
-template <class T>
-__device__ __forceinline__ float sigmoid_t(float v) {
-  constexpr float kLog2e = 1.4426950408889634f;
-  if constexpr (sizeof(T) == 2) return __fdividef(1.f, 1.f + ANVIL_EXP2_FTZ(v * -kLog2e));
-  else return sigmoid_f(v);
-}
+using gpu::sigmoid_t;  // fast_math.cuh
 
-// Loads P consecutive elements at t0 (16-byte pack when VEC), zero past L. I: the time index type (int in the
-// pack kernels, whose rows are shorter than kMaxPackL: 32-bit compares instead of 64-bit pairs).
-template <class T, bool VEC, int P, class I>
-__device__ __forceinline__ void load_run(const T* __restrict__ r, I t0, I L, float* dst) {
+// Loads P consecutive elements at t0 (16-byte pack when VEC), zero past L. Time is 32-bit (rows are at most
+// kMaxPackL steps): 64-bit compares were pairs of ISETP.
+template <class T, bool VEC, int P>
+__device__ __forceinline__ void load_run(const T* __restrict__ r, int t0, int L, float* dst) {
   if constexpr (VEC) {
     if (t0 + P <= L) {
       auto p = gpu::load_pack(r + t0);
@@ -44,8 +37,8 @@ __device__ __forceinline__ void load_run(const T* __restrict__ r, I t0, I L, flo
   for (int i = 0; i < P; i++) dst[i] = t0 + i < L ? to_f32(r[t0 + i]) : 0.f;
 }
 
-template <class T, bool VEC, int P, class I>
-__device__ __forceinline__ void store_run(T* __restrict__ r, I t0, I L, const float* src) {
+template <class T, bool VEC, int P>
+__device__ __forceinline__ void store_run(T* __restrict__ r, int t0, int L, const float* src) {
   if constexpr (VEC) {
     if (t0 + P <= L) {
       gpu::Pack<T> p;

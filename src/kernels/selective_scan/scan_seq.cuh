@@ -4,31 +4,15 @@
 #include <initializer_list>
 
 #include "backends/gpu/common.cuh"
+#include "backends/gpu/fast_math.cuh"
 #include "core/tensor.h"
 
 namespace anvil::scan_seq {
 
-// Softplus and SiLU, once per (channel, step). 16-bit I/O takes the MUFU approximations (their ~1e-7 relative
-// error is far below the dtype's 4e-3) through the flush-to-zero spellings: __expf / __logf under -ftz=false wrap
-// each MUFU op in a range test and two predicated multiplies (3 more issue slots; the conv kernels issued on
-// 75-86% of cycles). f32 keeps the accurate library functions.
-constexpr float kSeqLog2e = 1.4426950408889634f;
-constexpr float kSeqLn2 = 0.6931471805599453f;
-template <class T>
-__device__ __forceinline__ float softplus_t(float v) {
-  if constexpr (sizeof(T) == 2) return v > 20.f ? v : kSeqLn2 * ANVIL_LOG2_FTZ(1.f + ANVIL_EXP2_FTZ(v * kSeqLog2e));
-  else return v > 20.f ? v : log1pf(expf(v));
-}
-template <class T>
-__device__ __forceinline__ float silu_t(float v) {
-  if constexpr (sizeof(T) == 2) return __fdividef(v, 1.f + ANVIL_EXP2_FTZ(v * -kSeqLog2e));
-  else return v / (1.f + expf(-v));
-}
-template <class T>
-__device__ __forceinline__ float sigmoid_t(float v) {
-  if constexpr (sizeof(T) == 2) return __fdividef(1.f, 1.f + ANVIL_EXP2_FTZ(v * -kSeqLog2e));
-  else return 1.f / (1.f + expf(-v));
-}
+// Softplus, SiLU and sigmoid, once per (channel, step): the shared definitions (fast_math.cuh).
+using gpu::sigmoid_t;
+using gpu::silu_t;
+using gpu::softplus_t;
 
 // One 16-byte pack of a row at t0 (elements past L read as zero). VEC: L is a multiple of the pack and every
 // row starts on 16 bytes, so a pack is wholly inside or wholly past L.
