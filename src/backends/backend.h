@@ -35,6 +35,7 @@ struct DeviceInfo {
   bool fp8_compute = false;  // native FP8 matrix arithmetic (sm_89+, gfx94x)
   bool bf16_compute = false;
   bool early_launch = false;  // a kernel may start before the previous one ends and wait inside (sm_90+)
+  bool bulk_copy = false;     // bulk global -> shared copies completing on shared-memory barriers (sm_90+)
 };
 
 // Opaque stream/event handles (a vendor stream/event on GPU, unused on CPU).

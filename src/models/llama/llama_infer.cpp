@@ -12,6 +12,7 @@
 
 #include "kernels/add_rms_norm/add_rms_norm.h"
 #include "kernels/attention/attention.h"
+#include "kernels/decode_stack/decode_stack.h"
 #include "kernels/embedding/embedding.h"
 #include "kernels/matmul/matmul.h"
 #include "models/common/linear.h"
@@ -70,6 +71,10 @@ struct LlamaModel::State final : InferState {
   Tensor step_ids;       // what the step embeds: `ids_dev` for a decode step, the uploaded (B*T) for a prefill
   StepBuffers dec;
   int decode_steps = 0;  // the first decode step runs eagerly (warms the allocator and GEMM heuristics)
+  // Batch-1 decode steps run every layer in one persistent launch (kernels/decode_stack) where the model and
+  // device allow; built at the first decode step. stack_why says why not otherwise.
+  std::unique_ptr<DecodeStack> stack;
+  std::string stack_why;
 #ifdef ANVIL_HAS_GPU
   gpu::GraphHandle graph = nullptr;
   ~State() override {
@@ -116,7 +121,11 @@ void LlamaModel::step_kernels(State& st, StepBuffers& b, int64_t T) {
     std::swap(h, h_next);
     return p;
   };
-  for (size_t l = 0; l < layers_.size(); l++) {
+  if (T == 1 && st.stack) {  // every layer in one launch; it leaves the residual in its second buffer
+    st.stack->run(st.start_dev, b.h, b.h2, b.branch);
+    std::swap(h, h_next);
+  }
+  for (size_t l = 0; l < layers_.size() && !(T == 1 && st.stack); l++) {
     LlamaLayer& ly = layers_[l];
     if (l == 0) linear_fwd_fused(SkinnyPrologue::rms_norm(*h, ly.in_norm->weight, eps), ly.lin_qkv, qkv2);
     else linear_fwd_fused(add_norm(ly.in_norm->weight), ly.lin_qkv, qkv2);  // h += branch
@@ -193,7 +202,25 @@ void LlamaModel::step(InferState& st_base, const Tensor& ids_in, Tensor& logits)
     step_kernels(st, b, T);
     logits.copy_(b.logits);
   } else {
-    if (!st.dec.h.defined()) st.dec = make_buffers(cfg_, B, 1, dtype_, device_);
+    if (!st.dec.h.defined()) {
+      st.dec = make_buffers(cfg_, B, 1, dtype_, device_);
+      if (B == 1) {
+        DecodeStackShape sh;
+        sh.C = cfg_.hidden_size, sh.NH = cfg_.num_attention_heads, sh.NKV = cfg_.num_key_value_heads;
+        sh.HD = cfg_.head_dim, sh.H = cfg_.intermediate_size;
+        sh.eps = float(cfg_.rms_norm_eps), sh.attn_scale = 1.f / std::sqrt(float(cfg_.head_dim));
+        std::vector<DecodeStackLayer> ls;
+        for (size_t l = 0; l < layers_.size(); l++) {
+          const LlamaLayer& ly = layers_[l];
+          ls.push_back({ly.lin_qkv, ly.lin_wo, ly.lin_gate_up, ly.lin_down, ly.in_norm->weight,
+                        ly.post_norm->weight, st.k_cache[l], st.v_cache[l]});
+        }
+        st.stack_why = dtype_ == DType::bf16 ? decode_stack_unsupported(sh, ls) : "bf16 activations";
+        if (st.stack_why.empty()) st.stack = std::make_unique<DecodeStack>(sh, ls, inv_freq_);
+      } else {
+        st.stack_why = "batch 1";
+      }
+    }
     StepBuffers& bufs = st.dec;
 #ifdef ANVIL_HAS_GPU
     if (graphs_enabled() && st.decode_steps > 0) {

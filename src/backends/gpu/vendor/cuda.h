@@ -129,6 +129,7 @@ __device__ __forceinline__ void anvil_store16(void* p, uint32_t a, uint32_t b, u
 // coherent across SMs, so a plain load could in principle return a line cached before the writes.
 __device__ __forceinline__ float anvil_load_l2(const float* p) { return __ldcg(p); }
 __device__ __forceinline__ float4 anvil_load_l2(const float4* p) { return __ldcg(p); }
+__device__ __forceinline__ uint16_t anvil_load_l2(const uint16_t* p) { return __ldcg(p); }
 
 
 // Asynchronous 16-byte global -> shared copy (cp.async.cg, sm_80+; L2 only, not L1). The bytes travel without
@@ -157,6 +158,72 @@ __device__ __forceinline__ void anvil_cp_async_wait_all() {
   asm volatile("cp.async.wait_all;" ::: "memory");
 #endif
 }
+
+// Bulk global -> shared copies that complete on a shared-memory barrier (sm_90's copy engine: one thread starts
+// a copy of up to ~1 MB and nobody waits until the bytes are used), and the mbarrier operations they need. The
+// persistent decode kernel (kernels/decode_stack) streams weights through a ring of such copies so the HBM
+// stream does not stop at its grid barriers. Sizes and both addresses are multiples of 16 bytes.
+// ANVIL_HAS_BULK_COPY is set for every pass so host code knows the vendor has it; DeviceInfo::bulk_copy says
+// whether the device does (sm_90+). Below sm_90 the device functions trap: they are never launched there.
+#define ANVIL_HAS_BULK_COPY 1
+__device__ __forceinline__ unsigned anvil_smem_u32(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void anvil_mbar_init(uint64_t* bar, unsigned arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(anvil_smem_u32(bar)), "r"(arrivals) : "memory");
+}
+// Makes the inits visible to the copy engine; a block barrier after it makes them visible to the other threads.
+__device__ __forceinline__ void anvil_mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+// One arrival that also tells the barrier to expect `bytes` more bytes of copies before its phase completes.
+__device__ __forceinline__ void anvil_mbar_arrive_expect(uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(anvil_smem_u32(bar)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void anvil_mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(anvil_smem_u32(bar)) : "memory");
+}
+// Whether the phase with this parity (0, 1, 0, ...: the count of completed phases mod 2) has completed; the
+// hardware may suspend the thread for a while before answering no.
+__device__ __forceinline__ bool anvil_mbar_try_wait(uint64_t* bar, unsigned parity) {
+  unsigned done;
+  asm volatile(
+      "{\n .reg .pred P1;\n mbarrier.try_wait.parity.shared::cta.b64 P1, [%1], %2;\n selp.u32 %0, 1, 0, P1;\n}"
+      : "=r"(done)
+      : "r"(anvil_smem_u32(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+__device__ __forceinline__ void anvil_bulk_copy_g2s(void* smem, const void* gmem, unsigned bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   anvil_smem_u32(smem)),
+               "l"(gmem), "r"(bytes), "r"(anvil_smem_u32(bar))
+               : "memory");
+}
+#else
+__device__ __forceinline__ void anvil_mbar_init(uint64_t*, unsigned) { __trap(); }
+__device__ __forceinline__ void anvil_mbar_init_fence() { __trap(); }
+__device__ __forceinline__ void anvil_mbar_arrive_expect(uint64_t*, unsigned) { __trap(); }
+__device__ __forceinline__ void anvil_mbar_arrive(uint64_t*) { __trap(); }
+__device__ __forceinline__ bool anvil_mbar_try_wait(uint64_t*, unsigned) {
+  __trap();
+  return false;
+}
+__device__ __forceinline__ void anvil_bulk_copy_g2s(void*, const void*, unsigned, uint64_t*) { __trap(); }
+#endif
+// A barrier among `threads` threads of the block (a multiple of the warp size) under hardware barrier `id`
+// (1..15; 0 is __syncthreads): lets some warps of a block synchronise while others (a producer warp) run on.
+__device__ __forceinline__ void anvil_bar_sync(unsigned id, unsigned threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+// Grid-scope acquire load of a counter other blocks increment (a grid barrier's spin).
+__device__ __forceinline__ unsigned anvil_load_acquire_gpu(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+// 16 bytes through L2, skipping L1 (data other blocks of the running grid wrote; see anvil_load_l2).
+__device__ __forceinline__ uint4 anvil_load16_l2(const void* p) { return __ldcg(reinterpret_cast<const uint4*>(p)); }
 
 
 // Neutral spellings used by anvil's GPU sources; hip.h maps the same names onto HIP.
@@ -223,6 +290,7 @@ inline void fill_arch(const cudaDeviceProp& p, Info& info) {
   info.smem_per_block_optin = p.sharedMemPerBlockOptin;
   info.bf16_compute = p.major >= 8;
   info.early_launch = p.major >= 9;
+  info.bulk_copy = p.major >= 9;
 }
 
 // Launches `kernel` so that it may start while the previous kernel on the stream is still running (Hopper's
@@ -234,6 +302,20 @@ inline error_t launch_early(void (*kernel)(KArgs...), dim3 grid, dim3 block, siz
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = stream;
+  cfg.attrs = attr, cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+// Launches `kernel` with every block resident at once (a cooperative launch: the runtime refuses a grid that
+// does not fit instead of letting blocks that spin on a grid barrier wait for blocks that never start).
+template <class... KArgs, class... Args>
+inline error_t launch_cooperative(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, stream_t stream,
+                                  Args&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = stream;
   cfg.attrs = attr, cfg.numAttrs = 1;

@@ -121,6 +121,7 @@ inline void fill_arch(const hipDeviceProp_t& p, Info& info) {
   info.smem_per_block_optin = p.sharedMemPerBlock;
   info.bf16_compute = true;
   info.early_launch = false;
+  info.bulk_copy = false;
 }
 
 // No early launch on HIP: an ordinary launch (the kernel's wait/allow calls are no-ops).

@@ -1,0 +1,719 @@
+// GPU decode_stack: all layers of one decode token in one persistent launch (contract: decode_stack.h).
+//
+// Why (H200, Llama-3.1-8B shape, bf16, batch 1): the per-op step spends 4.9 ms against the 3.6 ms it takes to
+// read the weights once. ncu put 0.76 ms of that in GEMM ramps and tails (q|k|v at 73% of copy, o at 60%: a
+// kernel that streams 34-50 MB still pays ~3-4 µs to fill and drain the machine) and 0.56 ms in 7 small kernels
+// per layer (2.3-3.8 µs each, on the critical path: each waits for the GEMM before it and the GEMM after waits
+// for it). Folding the norms into the GEMMs' x staging was measured slower (docs/decode_kernels.md): every
+// column tile redid the norm while its weight stream stood still.
+//
+// Design. One block per SM for the whole step (cooperative launch; 8 consumer warps + 1 producer warp).
+// - Weights: the producer warp's lane 0 walks the block's share of every matrix of every layer in a fixed order
+//   (layer by layer: q|k|v, o, gate|up, down; the block owns a contiguous range of rows of each) and issues one
+//   bulk copy per 16 KB chunk into a ring of S slots (S = 12 at the 8B shape: 192 KB of the 227 KB), each slot
+//   with a "full" and an "empty" mbarrier. Nothing it reads depends on activations, so it runs ahead of the
+//   math by up to S chunks, across phase boundaries and grid barriers: 12 x 16 KB per SM is 25 MB in flight,
+//   ~6 µs of HBM time, which covers the norm, rope and attention phases and the barriers (~1-2 µs each).
+// - Math: consumer warp w takes units w, w + 8, ... of a matrix (a unit: whole rows that fit a chunk, or one
+//   row cut into 16 KB pieces), waits on the chunk's full barrier, takes the dot products of its rows with x (x
+//   staged in shared memory as T, 16-byte reads, conflict-free), reduces each row over the warp, writes y, and
+//   releases the slot. Per SM the HBM share is ~17 B/clk; a warp consumes a 16 KB chunk in ~600 issue slots,
+//   so 8 warps keep up with several times that.
+// - Phases per layer, separated by grid barriers (a global counter, zeroed before the launch):
+//   1. h += b, norm (every block computes the 4096-wide norm itself from L2; block 0 stores h), q|k|v GEMM;
+//   2. rope and attention: block (kv-head g, split s) rotates its q-heads and k, appends k and v to the cache
+//      (last split) and attends over its rows; splits are combined by the last block of the group (ticket);
+//   3. o GEMM (x = the attention output);  4. h += b, norm, gate|up GEMM;  5. x = silu(gate) * up, down GEMM.
+//   Residual buffers alternate (h0, h1) so no block reads the h another block is writing.
+// - Activations written inside the launch are read with ld.global.cg (L2): L1 is not coherent across SMs.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "backends/gpu/common.cuh"
+#include "kernels/decode_stack/decode_stack.h"
+#include "kernels/swiglu/swiglu_gpu.cuh"
+
+namespace anvil {
+
+#ifdef ANVIL_HAS_BULK_COPY
+namespace {
+
+constexpr int kW = gpu::kWarpSize;
+constexpr int kWarps = 8;                         // consumer warps
+constexpr int kConsumers = kWarps * kW;
+constexpr int kThreads = kConsumers + kW;         // + the producer warp
+constexpr int kChunk = 16384;                     // bytes per ring slot
+constexpr int kMaxSlots = 16;
+constexpr int kMinSlots = 4;
+constexpr int kAttnRows = 64;                     // rows per attention split at least
+constexpr int kBarConsumers = 1;                  // hardware barrier id of the consumer warps
+
+struct Layer {
+  const uint8_t* w[4];    // q|k|v (QD + 2 KVD, C), o (C, QD), gate|up (2H, C), down (C, H)
+  const float* ws[4];     // FP8 scales, or nullptr for 16-bit weights
+  int ws_stride[4];       // 1: per row; 0: per tensor
+  const bf16* in_norm;
+  const bf16* post_norm;
+  bf16* kc;               // (Tmax, NKV, HD)
+  bf16* vc;
+};
+
+struct Params {
+  const Layer* layers;
+  int L, C, NH, NKV, H, QD, KVD, Tmax, slots, x_bytes, max_splits;
+  float eps, scale_log2;  // attention scale * log2(e)
+  bf16* h0;
+  bf16* h1;
+  bf16* branch;
+  bf16* qkv;              // (QD + 2 KVD)
+  bf16* att;              // (QD)
+  bf16* gu;               // (2H)
+  float* part;            // (NKV, max_splits, G, HD + 2): m, l, acc
+  unsigned* counters;     // [0] grid barrier, [1 + g] tickets
+  const float* inv_freq;
+  const int32_t* start;
+};
+
+// ---- the chunk schedule (producer and consumers compute the same one) ----------------------------------------
+struct Mat {
+  const uint8_t* w;
+  int N, K;  // rows, columns
+};
+__device__ __forceinline__ Mat mat_of(const Params& p, const Layer& ly, int m) {
+  switch (m) {
+    case 0: return {ly.w[0], p.QD + 2 * p.KVD, p.C};
+    case 1: return {ly.w[1], p.C, p.QD};
+    case 2: return {ly.w[2], 2 * p.H, p.C};
+    default: return {ly.w[3], p.C, p.H};
+  }
+}
+// The block's rows [r0, r1) of a matrix, cut into units of rpc whole rows (a row fits a chunk) or of one row in
+// ppr pieces of pe elements (it does not: down's 14336-wide bf16 rows are two 14 KB pieces).
+struct Plan {
+  int r0, r1, rpc, ppr, pe, units;
+};
+template <int ES>
+__device__ __forceinline__ Plan plan_of(const Mat& m) {
+  Plan pl;
+  pl.r0 = int(int64_t(m.N) * blockIdx.x / gridDim.x);
+  pl.r1 = int(int64_t(m.N) * (blockIdx.x + 1) / gridDim.x);
+  const int row_bytes = m.K * ES;
+  if (row_bytes <= kChunk) {
+    pl.rpc = kChunk / row_bytes, pl.ppr = 1, pl.pe = m.K;
+    pl.units = (pl.r1 - pl.r0 + pl.rpc - 1) / pl.rpc;
+  } else {
+    constexpr int align = 16 / ES;  // a piece is whole 16-byte packs
+    const int ppr0 = (row_bytes + kChunk - 1) / kChunk;
+    pl.rpc = 1;
+    pl.pe = ((m.K + ppr0 - 1) / ppr0 + align - 1) / align * align;
+    pl.ppr = (m.K + pl.pe - 1) / pl.pe;
+    pl.units = pl.r1 - pl.r0;
+  }
+  return pl;
+}
+
+// ---- waits ------------------------------------------------------------------------------------------------
+// Every wait of the kernel is bounded: a schedule bug or a block that never became resident would otherwise hang
+// the process. After ~20 s (clock64 at >= 1 GHz) it reports where it waited and traps (the launch then fails
+// with an error the host reports).
+constexpr long long kWaitCycles = 20'000'000'000LL;
+__device__ __noinline__ void wait_failed(const char* what, unsigned a, unsigned b) {
+  printf("decode_stack: block %d thread %d gave up waiting on %s (%u, %u)\n", int(blockIdx.x), int(threadIdx.x),
+         what, a, b);
+  __trap();
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity, const char* what, unsigned chunk) {
+  if (anvil_mbar_try_wait(bar, parity)) return;
+  const long long t0 = clock64();
+  while (!anvil_mbar_try_wait(bar, parity))
+    if (clock64() - t0 > kWaitCycles) wait_failed(what, chunk, parity);
+}
+
+// A consumer's wait for chunk `chunk` = use `use` of ring slot `slot`. The full barrier's parity alone cannot
+// tell use k from use k + 2: a warp that runs ahead (warp 0 wants chunk 16 = use 1 of slot 4 while chunk 4 = use
+// 0 is still in flight for warp 4) would find "parity 1 complete" (the phase before the first) and read a slot
+// still being filled. So the producer publishes in `issued[slot]` which use it last started, and a consumer
+// first waits for its own use to be the slot's current one; from there the parity is unambiguous.
+__device__ __forceinline__ void wait_chunk(volatile unsigned* issued, uint64_t* full, unsigned slot, unsigned use,
+                                           unsigned chunk) {
+  if (issued[slot] != use) {
+    const long long t0 = clock64();
+    while (issued[slot] != use)
+      if (clock64() - t0 > kWaitCycles) wait_failed("a chunk to be issued", chunk, issued[slot]);
+  }
+  mbar_wait(&full[slot], use & 1u, "a full slot", chunk);
+}
+
+// ---- producer ----------------------------------------------------------------------------------------------
+template <int ES>
+__device__ void produce(const Params& p, uint8_t* ring, uint64_t* full, uint64_t* empty, volatile unsigned* issued) {
+  unsigned c = 0;
+  for (int l = 0; l < p.L; l++) {
+    const Layer& ly = p.layers[l];
+#pragma unroll 1
+    for (int mi = 0; mi < 4; mi++) {
+      const Mat m = mat_of(p, ly, mi);
+      const Plan pl = plan_of<ES>(m);
+      for (int u = 0; u < pl.units; u++) {
+        const int ra = pl.r0 + u * pl.rpc, nr = min(pl.rpc, pl.r1 - ra);
+        for (int i = 0; i < pl.ppr; i++, c++) {
+          const int k0 = i * pl.pe, kn = pl.ppr == 1 ? m.K * nr : min(pl.pe, m.K - k0);
+          const unsigned slot = c % unsigned(p.slots), use = c / unsigned(p.slots);
+          mbar_wait(&empty[slot], (use & 1u) ^ 1u, "an empty slot", c);  // use 0: the slot starts empty
+          anvil_mbar_arrive_expect(&full[slot], unsigned(kn * ES));
+          anvil_bulk_copy_g2s(ring + size_t(slot) * kChunk, m.w + (int64_t(ra) * m.K + k0) * ES, unsigned(kn * ES),
+                              &full[slot]);
+          issued[slot] = use;
+        }
+      }
+    }
+  }
+}
+
+// ---- consumer helpers --------------------------------------------------------------------------------------
+__device__ __forceinline__ void consumer_sync() { anvil_bar_sync(kBarConsumers, kConsumers); }
+
+__device__ __forceinline__ float consumer_sum(float v, float* red) {
+  const int lane = threadIdx.x % kW, warp = threadIdx.x / kW;
+  v = gpu::warp_sum(v);
+  if (lane == 0) red[warp] = v;
+  consumer_sync();
+  float t = 0.f;
+#pragma unroll
+  for (int w = 0; w < kWarps; w++) t += red[w];
+  consumer_sync();  // red is reused by the next call
+  return t;
+}
+
+// Every block arrives, then waits for all: the phase's global writes are visible after it (fence + counter).
+__device__ __forceinline__ void grid_sync(unsigned* counter, unsigned& passed) {
+  consumer_sync();
+  passed++;
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(counter, 1u);
+    const unsigned target = passed * gridDim.x;
+    const long long t0 = clock64();
+    while (anvil_load_acquire_gpu(counter) < target)
+      if (clock64() - t0 > kWaitCycles) wait_failed("the grid barrier", passed, anvil_load_acquire_gpu(counter));
+    __threadfence();
+  }
+  consumer_sync();
+}
+
+__device__ __forceinline__ float lo_f32(uint32_t u) { return __uint_as_float(u << 16); }
+__device__ __forceinline__ float hi_f32(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
+
+// Partial dot product of n weights at w (shared, ES bytes each) with x[0, n) (shared, bf16): each lane takes the
+// 16-byte packs lane, lane + W, ...; the caller reduces over the warp.
+template <int ES>
+__device__ __forceinline__ float dot(const uint8_t* w, const bf16* x, int n, int lane) {
+  const int packs = n * ES / 16;
+  float a0 = 0.f, a1 = 0.f;
+  if constexpr (ES == 2) {
+#pragma unroll 4
+    for (int q = lane; q < packs; q += kW) {
+      const uint4 wv = *reinterpret_cast<const uint4*>(w + q * 16);
+      const uint4 xv = *reinterpret_cast<const uint4*>(x + q * 8);
+      a0 = fmaf(lo_f32(wv.x), lo_f32(xv.x), a0), a1 = fmaf(hi_f32(wv.x), hi_f32(xv.x), a1);
+      a0 = fmaf(lo_f32(wv.y), lo_f32(xv.y), a0), a1 = fmaf(hi_f32(wv.y), hi_f32(xv.y), a1);
+      a0 = fmaf(lo_f32(wv.z), lo_f32(xv.z), a0), a1 = fmaf(hi_f32(wv.z), hi_f32(xv.z), a1);
+      a0 = fmaf(lo_f32(wv.w), lo_f32(xv.w), a0), a1 = fmaf(hi_f32(wv.w), hi_f32(xv.w), a1);
+    }
+  } else {
+#pragma unroll 2
+    for (int q = lane; q < packs; q += kW) {
+      const uint4 wv = *reinterpret_cast<const uint4*>(w + q * 16);
+      const uint4 x0 = *reinterpret_cast<const uint4*>(x + q * 16);
+      const uint4 x1 = *reinterpret_cast<const uint4*>(x + q * 16 + 8);
+      const uint32_t ww[4] = {wv.x, wv.y, wv.z, wv.w}, xx[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        float f[4];
+#ifdef ANVIL_HAS_E4M3_CVT
+        anvil_e4m3x4_to_f32(ww[j], f);  // sm_89+: two codes per instruction
+#else
+        for (int e = 0; e < 4; e++) f[e] = fp8_to_f32(uint8_t(ww[j] >> (8 * e)), fp8_format_e4m3fn());
+#endif
+        a0 = fmaf(f[0], lo_f32(xx[2 * j]), a0), a1 = fmaf(f[1], hi_f32(xx[2 * j]), a1);
+        a0 = fmaf(f[2], lo_f32(xx[2 * j + 1]), a0), a1 = fmaf(f[3], hi_f32(xx[2 * j + 1]), a1);
+      }
+    }
+  }
+  return a0 + a1;
+}
+
+// y[rows of this block] = x @ w^T for one matrix, chunks from the ring; `c` is the running chunk count.
+template <int ES>
+__device__ void gemm(const Params& p, const Mat& m, const float* ws, int ws_stride, const uint8_t* ring,
+                     uint64_t* full, uint64_t* empty, volatile unsigned* issued, const bf16* x, bf16* y,
+                     unsigned& c) {
+  const int lane = threadIdx.x % kW, warp = threadIdx.x / kW;
+  const Plan pl = plan_of<ES>(m);
+  auto finish = [&](int row, float acc) {
+    acc = gpu::warp_sum(acc);
+    if (lane == 0) y[row] = from_f32<bf16>(ws ? acc * ws[int64_t(row) * ws_stride] : acc);
+  };
+  for (int u = warp; u < pl.units; u += kWarps) {
+    const int ra = pl.r0 + u * pl.rpc;
+    if (pl.ppr == 1) {
+      const unsigned cc = c + unsigned(u), slot = cc % unsigned(p.slots);
+      wait_chunk(issued, full, slot, cc / unsigned(p.slots), cc);
+      const uint8_t* wb = ring + size_t(slot) * kChunk;
+      const int nr = min(pl.rpc, pl.r1 - ra);
+      for (int r = 0; r < nr; r++) finish(ra + r, dot<ES>(wb + size_t(r) * m.K * ES, x, m.K, lane));
+      __syncwarp();
+      if (lane == 0) anvil_mbar_arrive(&empty[slot]);
+    } else {
+      float acc = 0.f;
+      for (int i = 0; i < pl.ppr; i++) {
+        const unsigned cc = c + unsigned(u * pl.ppr + i), slot = cc % unsigned(p.slots);
+        wait_chunk(issued, full, slot, cc / unsigned(p.slots), cc);
+        const int k0 = i * pl.pe;
+        acc += dot<ES>(ring + size_t(slot) * kChunk, x + k0, min(pl.pe, m.K - k0), lane);
+        __syncwarp();
+        if (lane == 0) anvil_mbar_arrive(&empty[slot]);
+      }
+      finish(ra, acc);
+    }
+  }
+  c += unsigned(pl.units * pl.ppr);
+}
+
+__device__ __forceinline__ uint32_t pack2(float a, float b) {
+  return uint32_t(from_f32<bf16>(a).bits) | (uint32_t(from_f32<bf16>(b).bits) << 16);
+}
+
+// x = rms_norm(h) * gamma into shared memory (C values), where h = hin (+ badd, rounded to bf16); block 0 stores
+// that h to hout. Each thread re-reads only the x slots it wrote itself before the reduction.
+__device__ void stage_norm(const Params& p, const bf16* hin, const bf16* badd, bf16* hout, const bf16* gamma,
+                           bf16* x, float* red) {
+  const int packs = p.C / 8;
+  float ss = 0.f;
+  for (int q = threadIdx.x; q < packs; q += kConsumers) {
+    uint4 hv = anvil_load16_l2(hin + q * 8);
+    if (badd) {
+      const uint4 bv = anvil_load16_l2(badd + q * 8);
+      hv.x = pack2(lo_f32(hv.x) + lo_f32(bv.x), hi_f32(hv.x) + hi_f32(bv.x));
+      hv.y = pack2(lo_f32(hv.y) + lo_f32(bv.y), hi_f32(hv.y) + hi_f32(bv.y));
+      hv.z = pack2(lo_f32(hv.z) + lo_f32(bv.z), hi_f32(hv.z) + hi_f32(bv.z));
+      hv.w = pack2(lo_f32(hv.w) + lo_f32(bv.w), hi_f32(hv.w) + hi_f32(bv.w));
+      if (hout && blockIdx.x == 0) anvil_store16(hout + q * 8, hv.x, hv.y, hv.z, hv.w);
+    }
+    const uint32_t hh[4] = {hv.x, hv.y, hv.z, hv.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) ss += lo_f32(hh[j]) * lo_f32(hh[j]) + hi_f32(hh[j]) * hi_f32(hh[j]);
+    anvil_store16(x + q * 8, hv.x, hv.y, hv.z, hv.w);
+  }
+  const float r = rsqrtf(consumer_sum(ss, red) / float(p.C) + p.eps);
+  for (int q = threadIdx.x; q < packs; q += kConsumers) {
+    const uint4 hv = *reinterpret_cast<const uint4*>(x + q * 8);
+    const uint4 gv = *reinterpret_cast<const uint4*>(gamma + q * 8);
+    uint32_t o[4];
+    const uint32_t hh[4] = {hv.x, hv.y, hv.z, hv.w}, gg[4] = {gv.x, gv.y, gv.z, gv.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+      o[j] = pack2(lo_f32(hh[j]) * r * lo_f32(gg[j]), hi_f32(hh[j]) * r * hi_f32(gg[j]));
+    anvil_store16(x + q * 8, o[0], o[1], o[2], o[3]);
+  }
+  consumer_sync();
+}
+
+// x = v (n values written earlier in this launch) into shared memory.
+__device__ void stage_copy(const bf16* v, int n, bf16* x) {
+  for (int q = threadIdx.x; q < n / 8; q += kConsumers) {
+    const uint4 a = anvil_load16_l2(v + q * 8);
+    anvil_store16(x + q * 8, a.x, a.y, a.z, a.w);
+  }
+  consumer_sync();
+}
+
+// x = silu(gate) * up (H values) into shared memory, as swiglu_fwd computes it for bf16.
+__device__ void stage_swiglu(const Params& p, bf16* x) {
+  for (int q = threadIdx.x; q < p.H / 8; q += kConsumers) {
+    const uint4 g = anvil_load16_l2(p.gu + q * 8), u = anvil_load16_l2(p.gu + p.H + q * 8);
+    const uint32_t gg[4] = {g.x, g.y, g.z, g.w}, uu[4] = {u.x, u.y, u.z, u.w};
+    uint32_t o[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+      o[j] = pack2(swiglu_f32<bf16>(lo_f32(gg[j]), lo_f32(uu[j])), swiglu_f32<bf16>(hi_f32(gg[j]), hi_f32(uu[j])));
+    anvil_store16(x + q * 8, o[0], o[1], o[2], o[3]);
+  }
+  consumer_sync();
+}
+
+// ---- attention (phase 2) -----------------------------------------------------------------------------------
+__device__ __forceinline__ float ref_of(float m) { return m == -INFINITY ? 0.f : m; }
+// One bf16 that another block wrote in this launch (through L2).
+__device__ __forceinline__ bf16 load_l2(const bf16* p) {
+  bf16 v;
+  v.bits = anvil_load_l2(reinterpret_cast<const uint16_t*>(p));
+  return v;
+}
+
+template <int DPL>
+__device__ __forceinline__ void load_dims(const bf16* p, float (&f)[DPL]) {
+  if constexpr (DPL == 4) {
+    const uint2 v = *reinterpret_cast<const uint2*>(p);
+    f[0] = lo_f32(v.x), f[1] = hi_f32(v.x), f[2] = lo_f32(v.y), f[3] = hi_f32(v.y);
+  } else if constexpr (DPL == 2) {
+    const uint32_t v = *reinterpret_cast<const uint32_t*>(p);
+    f[0] = lo_f32(v), f[1] = hi_f32(v);
+  } else {
+    f[0] = to_f32(*p);
+  }
+}
+
+template <int HD, int G>
+__device__ void attention(const Params& p, const Layer& ly, float* sm) {
+  constexpr int DPL = HD / kW, HALF = HD / 2;
+  const int lane = threadIdx.x % kW, warp = threadIdx.x / kW;
+  const int pos = p.start[0], len = pos + 1;
+  const int nsplit0 = max(1, min(p.max_splits, (len + kAttnRows - 1) / kAttnRows));
+  const int rps = (len + nsplit0 - 1) / nsplit0, nsplit = (len + rps - 1) / rps;
+  const int item = blockIdx.x;
+  if (item >= p.NKV * nsplit) return;
+  const int g = item / nsplit, s = item % nsplit, j0 = s * rps, j1 = min(len, j0 + rps);
+  float* cs = sm;                     // [HD]: cos, then sin
+  float* qs = cs + HD;                // [G][HD] rotated q * scale * log2(e)
+  float* kn = qs + G * HD;            // [HD] the new k (rotated) and v, as bf16 values
+  float* vn = kn + HD;
+  float* mm = vn + HD;                // [kWarps][G] (m, l)
+  float* ml = mm + kWarps * G;
+  float* macc = ml + kWarps * G;      // [kWarps][G][HD]
+  int* s_last = reinterpret_cast<int*>(macc + kWarps * G * HD);
+
+  for (int i = threadIdx.x; i < HALF; i += kConsumers) {
+    float sn, cn;
+    sincosf(float(pos) * p.inv_freq[i], &sn, &cn);
+    cs[i] = cn, cs[HALF + i] = sn;
+  }
+  consumer_sync();
+  // Rotations: G q-heads and the k head, pairs (i, i + HD/2); then v. Rounded to bf16 as rope_append stores them.
+  const bool last_split = s == nsplit - 1;  // it holds row pos: it appends k and v to the cache
+  for (int t = threadIdx.x; t < (G + 1) * HALF; t += kConsumers) {
+    const int hh = t / HALF, i = t % HALF;
+    const bf16* src = hh < G ? p.qkv + (g * G + hh) * HD : p.qkv + p.QD + g * HD;
+    const float x1 = to_f32(load_l2(src + i)), x2 = to_f32(load_l2(src + i + HALF));
+    const bf16 y1 = from_f32<bf16>(x1 * cs[i] - x2 * cs[HALF + i]);
+    const bf16 y2 = from_f32<bf16>(x2 * cs[i] + x1 * cs[HALF + i]);
+    if (hh < G) {
+      qs[hh * HD + i] = to_f32(y1) * p.scale_log2, qs[hh * HD + i + HALF] = to_f32(y2) * p.scale_log2;
+    } else {
+      kn[i] = to_f32(y1), kn[i + HALF] = to_f32(y2);
+      if (last_split) {
+        bf16* kc = ly.kc + (int64_t(pos) * p.NKV + g) * HD;
+        kc[i] = y1, kc[i + HALF] = y2;
+      }
+    }
+  }
+  for (int i = threadIdx.x; i < HD; i += kConsumers) {
+    const bf16 v = load_l2(p.qkv + p.QD + p.KVD + g * HD + i);
+    vn[i] = to_f32(v);
+    if (last_split) ly.vc[(int64_t(pos) * p.NKV + g) * HD + i] = v;
+  }
+  consumer_sync();
+
+  float qf[G][DPL], acc[G][DPL], m[G], l[G];
+#pragma unroll
+  for (int gi = 0; gi < G; gi++) {
+#pragma unroll
+    for (int d = 0; d < DPL; d++) qf[gi][d] = qs[gi * HD + lane * DPL + d], acc[gi][d] = 0.f;
+    m[gi] = -INFINITY, l[gi] = 0.f;
+  }
+  constexpr int R = 4;  // rows per warp per step, all loaded before any math
+  const int64_t stride = int64_t(p.NKV) * HD;
+  const bf16* kb = ly.kc + int64_t(g) * HD + lane * DPL;
+  const bf16* vb = ly.vc + int64_t(g) * HD + lane * DPL;
+  for (int base = j0 + warp; base < j1; base += kWarps * R) {
+    float kf[R][DPL], vf[R][DPL];
+    bool valid[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+      const int j = base + r * kWarps;
+      valid[r] = j < j1;
+      if (valid[r] && j != pos) {
+        load_dims<DPL>(kb + j * stride, kf[r]);
+        load_dims<DPL>(vb + j * stride, vf[r]);
+      } else {
+#pragma unroll
+        for (int d = 0; d < DPL; d++) kf[r][d] = valid[r] ? kn[lane * DPL + d] : 0.f, vf[r][d] = valid[r] ? vn[lane * DPL + d] : 0.f;
+      }
+    }
+    float sc[R][G];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+      for (int gi = 0; gi < G; gi++) {
+        float d = 0.f;
+#pragma unroll
+        for (int e = 0; e < DPL; e++) d = fmaf(qf[gi][e], kf[r][e], d);
+        d = gpu::warp_sum(d);
+        sc[r][gi] = valid[r] ? d : -INFINITY;
+      }
+#pragma unroll
+    for (int gi = 0; gi < G; gi++) {
+      float mx = m[gi];
+#pragma unroll
+      for (int r = 0; r < R; r++) mx = fmaxf(mx, sc[r][gi]);
+      const float ref = ref_of(mx), alpha = ANVIL_EXP2_FTZ(m[gi] - ref);
+      m[gi] = mx, l[gi] *= alpha;
+#pragma unroll
+      for (int d = 0; d < DPL; d++) acc[gi][d] *= alpha;
+#pragma unroll
+      for (int r = 0; r < R; r++) {
+        const float e = ANVIL_EXP2_FTZ(sc[r][gi] - ref);
+        l[gi] += e;
+#pragma unroll
+        for (int d = 0; d < DPL; d++) acc[gi][d] = fmaf(e, vf[r][d], acc[gi][d]);
+      }
+    }
+  }
+  // Warps merge through shared memory in warp order.
+#pragma unroll
+  for (int gi = 0; gi < G; gi++) {
+#pragma unroll
+    for (int d = 0; d < DPL; d++) macc[(warp * G + gi) * HD + lane * DPL + d] = acc[gi][d];
+    if (lane == 0) mm[warp * G + gi] = m[gi], ml[warp * G + gi] = l[gi];
+  }
+  consumer_sync();
+  for (int t = threadIdx.x; t < G * HD; t += kConsumers) {
+    const int gi = t / HD, d = t % HD;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; w++) mx = fmaxf(mx, mm[w * G + gi]);
+    const float ref = ref_of(mx);
+    float a = 0.f, ls = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; w++) {
+      const float f = ANVIL_EXP2_FTZ(mm[w * G + gi] - ref);
+      ls += f * ml[w * G + gi];
+      a += f * macc[(w * G + gi) * HD + d];
+    }
+    if (nsplit == 1) {
+      p.att[(g * G + gi) * HD + d] = from_f32<bf16>(a / ls);
+    } else {
+      float* pp = p.part + ((int64_t(g) * p.max_splits + s) * G + gi) * (HD + 2);
+      if (d == 0) pp[0] = mx, pp[1] = ls;
+      pp[2 + d] = a;
+    }
+  }
+  if (nsplit == 1) return;
+  // The last block of the group to finish combines the splits, in split order (deterministic).
+  consumer_sync();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const unsigned t = atomicAdd(&p.counters[1 + g], 1u);
+    *s_last = t == unsigned(nsplit - 1);
+    if (*s_last) atomicExch(&p.counters[1 + g], 0u);
+  }
+  consumer_sync();
+  if (!*s_last) return;
+  __threadfence();
+  const float* pg = p.part + int64_t(g) * p.max_splits * G * (HD + 2);
+  for (int t = threadIdx.x; t < G * HD; t += kConsumers) {
+    const int gi = t / HD, d = t % HD;
+    float mx = -INFINITY;
+    for (int k = 0; k < nsplit; k++) mx = fmaxf(mx, anvil_load_l2(pg + (k * G + gi) * (HD + 2)));
+    float a = 0.f, ls = 0.f;
+    for (int k = 0; k < nsplit; k++) {
+      const float* pp = pg + (k * G + gi) * (HD + 2);
+      const float f = ANVIL_EXP2_FTZ(anvil_load_l2(pp) - mx);
+      ls = fmaf(f, anvil_load_l2(pp + 1), ls);
+      a = fmaf(f, anvil_load_l2(pp + 2 + d), a);
+    }
+    p.att[(g * G + gi) * HD + d] = from_f32<bf16>(a / ls);
+  }
+}
+
+// ---- the kernel --------------------------------------------------------------------------------------------
+template <int ES, int HD, int G>
+__global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params p) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint8_t* ring = smem;
+  bf16* x = reinterpret_cast<bf16*>(smem + size_t(p.slots) * kChunk);
+  float* red = reinterpret_cast<float*>(smem + size_t(p.slots) * kChunk + p.x_bytes);
+  uint64_t* full = reinterpret_cast<uint64_t*>(red + kWarps * 2);
+  uint64_t* empty = full + kMaxSlots;
+  volatile unsigned* issued = reinterpret_cast<unsigned*>(empty + kMaxSlots);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < p.slots; s++) {
+      anvil_mbar_init(&full[s], 1), anvil_mbar_init(&empty[s], 1);
+      issued[s] = ~0u;
+    }
+    anvil_mbar_init_fence();
+  }
+  __syncthreads();
+  if (threadIdx.x >= kConsumers) {  // the producer warp: one lane issues every copy
+    if (threadIdx.x == kConsumers) produce<ES>(p, ring, full, empty, issued);
+    return;
+  }
+  unsigned c = 0, passed = 0;
+  bf16* h = p.h0;       // the residual stream
+  bf16* h_next = p.h1;  // where block 0 writes h + b
+  auto swap_h = [&] {
+    bf16* t = h;
+    h = h_next, h_next = t;
+  };
+  for (int l = 0; l < p.L; l++) {
+    const Layer& ly = p.layers[l];
+    if (l == 0) {
+      stage_norm(p, h, nullptr, nullptr, ly.in_norm, x, red);
+    } else {
+      stage_norm(p, h, p.branch, h_next, ly.in_norm, x, red);
+      swap_h();
+    }
+    gemm<ES>(p, mat_of(p, ly, 0), ly.ws[0], ly.ws_stride[0], ring, full, empty, issued, x, p.qkv, c);
+    grid_sync(p.counters, passed);
+    attention<HD, G>(p, ly, reinterpret_cast<float*>(x));
+    grid_sync(p.counters, passed);
+    stage_copy(p.att, p.QD, x);
+    gemm<ES>(p, mat_of(p, ly, 1), ly.ws[1], ly.ws_stride[1], ring, full, empty, issued, x, p.branch, c);
+    grid_sync(p.counters, passed);
+    stage_norm(p, h, p.branch, h_next, ly.post_norm, x, red);
+    swap_h();
+    gemm<ES>(p, mat_of(p, ly, 2), ly.ws[2], ly.ws_stride[2], ring, full, empty, issued, x, p.gu, c);
+    grid_sync(p.counters, passed);
+    stage_swiglu(p, x);
+    gemm<ES>(p, mat_of(p, ly, 3), ly.ws[3], ly.ws_stride[3], ring, full, empty, issued, x, p.branch, c);
+    if (l + 1 < p.L) grid_sync(p.counters, passed);
+  }
+}
+
+// Shared floats the attention phase needs (inside the x region): cos/sin, q, new k and v, the warps' (m, l) and
+// accumulators, the ticket flag.
+int attn_floats(int HD, int G) {
+  return HD + G * HD + 2 * HD + 2 * kWarps * G + kWarps * G * HD + 1;
+}
+int x_region_bytes(const DecodeStackShape& s) {
+  const int64_t kmax = std::max({s.C, s.NH * s.HD, s.H});
+  const int64_t b = std::max<int64_t>(kmax * 2, int64_t(attn_floats(int(s.HD), int(s.NH / s.NKV))) * 4);
+  return int((b + 127) / 128 * 128);
+}
+constexpr int kMiscBytes = kWarps * 2 * 4 + 2 * kMaxSlots * 8 + kMaxSlots * 4;
+
+// Ring slots that fit the device's per-block shared memory next to the x region.
+int ring_slots(const DecodeStackShape& s) {
+  const auto info = gpu::device_info(gpu::current_device());
+  const int64_t room = int64_t(info.smem_per_block_optin) - x_region_bytes(s) - kMiscBytes;
+  return int(std::min<int64_t>(kMaxSlots, room / kChunk));
+}
+
+using KernelFn = void (*)(const Params);
+template <int ES, int HD>
+KernelFn pick_g(int G) {
+  switch (G) {
+    case 1: return decode_stack_kernel<ES, HD, 1>;
+    case 2: return decode_stack_kernel<ES, HD, 2>;
+    case 4: return decode_stack_kernel<ES, HD, 4>;
+    default: return decode_stack_kernel<ES, HD, 8>;
+  }
+}
+template <int ES>
+KernelFn pick(int HD, int G) {
+  switch (HD) {
+    case 32: return pick_g<ES, 32>(G);
+    case 64: return pick_g<ES, 64>(G);
+    default: return pick_g<ES, 128>(G);
+  }
+}
+
+}  // namespace
+
+std::string decode_stack_unsupported_gpu(const DecodeStackShape& s, const std::vector<DecodeStackLayer>& layers) {
+  const auto info = gpu::device_info(gpu::current_device());
+  if (!info.bulk_copy) return str("a device with bulk copies (sm_90+), got ", info.arch);
+  if (ring_slots(s) < kMinSlots)
+    return str("room for ", kMinSlots, " ring slots of ", kChunk, " B next to ", x_region_bytes(s),
+               " B of activations in ", info.smem_per_block_optin, " B of shared memory per block");
+  (void)layers;
+  return "";
+}
+
+DecodeStack::DecodeStack(const DecodeStackShape& s, const std::vector<DecodeStackLayer>& layers,
+                         const Tensor& inv_freq)
+    : s_(s), L_(int64_t(layers.size())), inv_freq_(inv_freq) {
+  const std::string why = decode_stack_unsupported(s, layers);
+  ANVIL_CHECK(why.empty(), "decode_stack", "a model decode_stack supports", why);
+  const Device dev = layers[0].qkv.w.device();
+  wdt_ = layers[0].qkv.w.dtype();
+  Tmax_ = layers[0].k_cache.size(1);
+  std::vector<Layer> host(static_cast<size_t>(L_));
+  for (size_t l = 0; l < layers.size(); l++) {
+    const DecodeStackLayer& d = layers[l];
+    const LinearWeight* ws[4] = {&d.qkv, &d.o, &d.gate_up, &d.down};
+    Layer& h = host[l];
+    for (int m = 0; m < 4; m++) {
+      h.w[m] = static_cast<const uint8_t*>(ws[m]->w.data_ptr());
+      const bool fp8 = ws[m]->is_fp8();
+      h.ws[m] = fp8 ? ws[m]->w_scale.data<float>() : nullptr;
+      h.ws_stride[m] = fp8 && ws[m]->w_scale.numel() > 1 ? 1 : 0;
+    }
+    h.in_norm = d.in_norm.data<bf16>(), h.post_norm = d.post_norm.data<bf16>();
+    h.kc = d.k_cache.data<bf16>(), h.vc = d.v_cache.data<bf16>();
+  }
+  Tensor bytes = Tensor::empty({int64_t(host.size() * sizeof(Layer))}, DType::u8, Device::cpu());
+  std::memcpy(bytes.data_ptr(), host.data(), host.size() * sizeof(Layer));
+  table_ = bytes.to(dev);
+  const int64_t QD = s.NH * s.HD, KVD = s.NKV * s.HD, G = s.NH / s.NKV;
+  const int cus = gpu::device_info(gpu::current_device()).compute_units;
+  const int64_t max_splits = std::max<int64_t>(1, std::min<int64_t>(cus / s.NKV, (Tmax_ + kAttnRows - 1) / kAttnRows));
+  // bf16 scratch: qkv (QD + 2 KVD), att (QD), gu (2H), each rounded to 64 elements; then f32 partials.
+  auto r64 = [](int64_t n) { return (n + 63) / 64 * 64; };
+  const int64_t n16 = r64(QD + 2 * KVD) + r64(QD) + r64(2 * s.H);
+  const int64_t nf = s.NKV * max_splits * G * (s.HD + 2);
+  scratch_ = Tensor::empty({n16 * 2 + nf * 4}, DType::u8, dev);
+  counters_ = Tensor::zeros({1 + s.NKV}, DType::i32, dev);
+}
+
+void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branch) const {
+  const char* op = "decode_stack";
+  for (const Tensor* t : {&h0, &h1, &branch}) {
+    check_shape(op, "h0/h1/branch", *t, {1, s_.C});
+    check_dtype(op, "h0/h1/branch", *t, DType::bf16);
+    check_contiguous(op, "h0/h1/branch", *t);
+    ANVIL_CHECK(gpu::aligned16(t->data_ptr()), op, "16-byte aligned h0, h1, branch", t->describe());
+  }
+  check_shape(op, "start", start, {1});
+  check_dtype(op, "start", start, DType::i32);
+  const int64_t QD = s_.NH * s_.HD, KVD = s_.NKV * s_.HD, G = s_.NH / s_.NKV;
+  auto r64 = [](int64_t n) { return (n + 63) / 64 * 64; };
+  const int cus = gpu::device_info(gpu::current_device()).compute_units;
+  Params p{};
+  p.layers = reinterpret_cast<const Layer*>(table_.data_ptr());
+  p.L = int(L_), p.C = int(s_.C), p.NH = int(s_.NH), p.NKV = int(s_.NKV), p.H = int(s_.H);
+  p.QD = int(QD), p.KVD = int(KVD), p.Tmax = int(Tmax_);
+  p.slots = ring_slots(s_), p.x_bytes = x_region_bytes(s_);
+  p.max_splits = int(std::max<int64_t>(1, std::min<int64_t>(cus / s_.NKV, (Tmax_ + kAttnRows - 1) / kAttnRows)));
+  p.eps = s_.eps, p.scale_log2 = s_.attn_scale * 1.4426950408889634f;
+  p.h0 = h0.data<bf16>(), p.h1 = h1.data<bf16>(), p.branch = branch.data<bf16>();
+  bf16* s16 = reinterpret_cast<bf16*>(scratch_.data_ptr());
+  p.qkv = s16, p.att = s16 + r64(QD + 2 * KVD), p.gu = p.att + r64(QD);
+  p.part = reinterpret_cast<float*>(p.gu + r64(2 * s_.H));
+  p.counters = reinterpret_cast<unsigned*>(counters_.data_ptr());
+  p.inv_freq = inv_freq_.data<float>(), p.start = start.data<int32_t>();
+  const KernelFn k = dtype_is_fp8(wdt_) ? pick<1>(int(s_.HD), int(G)) : pick<2>(int(s_.HD), int(G));
+  const size_t smem = size_t(p.slots) * kChunk + size_t(p.x_bytes) + kMiscBytes;
+  ANVIL_GPU_CHECK(gpuFuncSetAttribute(reinterpret_cast<const void*>(k), gpuFuncAttributeMaxDynamicSharedMemorySize,
+                                      int(smem)));
+  gpu::memset_async(p.counters, 0, sizeof(unsigned));  // the grid barrier counts up from 0 in every launch
+  ANVIL_GPU_CHECK(gpu::vendor::launch_cooperative(k, dim3(unsigned(cus)), dim3(kThreads), smem, gpu::stream(), p));
+}
+
+#else  // no bulk copies in this vendor build: the models keep their per-op step
+
+std::string decode_stack_unsupported_gpu(const DecodeStackShape&, const std::vector<DecodeStackLayer>&) {
+  return "bulk global-to-shared copies (CUDA sm_90+); this build's GPU vendor has none";
+}
+DecodeStack::DecodeStack(const DecodeStackShape&, const std::vector<DecodeStackLayer>&, const Tensor&) {
+  ANVIL_THROW("decode_stack", "a CUDA build (bulk copies)", "a build without them");
+}
+void DecodeStack::run(const Tensor&, Tensor&, Tensor&, Tensor&) const {
+  ANVIL_THROW("decode_stack", "a CUDA build (bulk copies)", "a build without them");
+}
+
+#endif
+
+}  // namespace anvil

@@ -1,0 +1,102 @@
+// decode_stack (every layer of a batch-1 decode step in one persistent launch) against the per-op step
+// (ANVIL_DECODE_STACK=0): the same tokens fed to both, logits compared at every step. GPU only; on a device
+// without bulk copies the model keeps its per-op step and the comparison is between two identical paths.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "backends/backend.h"
+#include "io/hf_config.h"
+#include "models/llama/llama.h"
+
+namespace anvil {
+namespace {
+
+// Logits after a prompt of `prompt` tokens and after each of `ids` fed one per step.
+std::vector<std::vector<float>> run(LlamaModel& m, int prompt, const std::vector<int>& ids, bool stack) {
+  if (stack) unsetenv("ANVIL_DECODE_STACK");
+  else setenv("ANVIL_DECODE_STACK", "0", 1);
+  const int64_t V = m.info().vocab;
+  auto st = m.new_state(1, prompt + int(ids.size()) + 1);
+  Tensor logits = Tensor::empty({1, V}, DType::f32, m.device());
+  std::vector<float> p;
+  for (int i = 0; i < prompt; i++) p.push_back(float((i * 37 + 11) % V));
+  m.step(*st, Tensor::from_floats(p, {1, int64_t(prompt)}, DType::i32, Device::cpu()), logits);
+  std::vector<std::vector<float>> out{logits.to_floats()};
+  for (int id : ids) {
+    m.step(*st, Tensor::from_floats({float(id)}, {1, 1}, DType::i32, Device::cpu()), logits);
+    out.push_back(logits.to_floats());
+  }
+  unsetenv("ANVIL_DECODE_STACK");
+  return out;
+}
+
+double rel_l2(const std::vector<float>& a, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); i++) {
+    num += double(a[i] - ref[i]) * double(a[i] - ref[i]);
+    den += double(ref[i]) * double(ref[i]);
+  }
+  return std::sqrt(num / den);
+}
+
+void compare(LlamaModel& m, int prompt, const char* what) {
+  std::vector<int> ids;
+  for (int i = 0; i < 10; i++) ids.push_back((i * 101 + 3) % int(m.info().vocab));
+  const auto ref = run(m, prompt, ids, false);
+  const auto got = run(m, prompt, ids, true);
+  ASSERT_EQ(ref.size(), got.size());
+  for (size_t s = 1; s < ref.size(); s++) {  // [0] is the prefill: the same kernels on both sides
+    const double rel = rel_l2(got[s], ref[s]);
+    std::printf("%s, context %zu: decode_stack vs per-op step, relative L2 %.2e\n", what, prompt + s, rel);
+    // Both round every activation to bf16, in the same places, but sum in other orders: bf16 noise
+    // (~2^-8 relative per rounding, a few roundings per layer); a wrong residual, norm or head is O(1).
+    EXPECT_LT(rel, 2e-2) << what << ", decode step " << s;
+  }
+}
+
+LlamaConfig small_config(int64_t NH, int64_t NKV, int64_t HD) {
+  LlamaConfig c;
+  c.vocab_size = 512, c.hidden_size = 512, c.intermediate_size = 1024, c.num_hidden_layers = 3;
+  c.num_attention_heads = NH, c.num_key_value_heads = NKV, c.head_dim = HD, c.max_position_embeddings = 512;
+  c.rms_norm_eps = 1e-5, c.initializer_range = 0.1;
+  return c;
+}
+
+TEST(DecodeStack, MatchesPerOpStepBf16) {
+  if (!gpu_available()) GTEST_SKIP() << "no GPU";
+  // GQA 4 at HD 128 (the 8B shape class) and GQA 2 at HD 64; contexts of 6-15 (one attention split) and of
+  // 150-160 (three splits, combined by the last block of each group).
+  auto m = LlamaModel::create(small_config(8, 2, 128), Device::gpu(0), DType::bf16, false, 5);
+  compare(*m, 5, "bf16 HD 128 GQA 4");
+  compare(*m, 150, "bf16 HD 128 GQA 4");
+  auto m2 = LlamaModel::create(small_config(8, 4, 64), Device::gpu(0), DType::bf16, false, 6);
+  compare(*m2, 5, "bf16 HD 64 GQA 2");
+}
+
+// One layer of the Llama-3.1-8B shape (C 4096, H 14336, 32 q-heads, 8 kv-heads, HD 128): down's 28 KB rows are
+// cut into two ring chunks, and every consumer warp takes several units of each matrix.
+TEST(DecodeStack, MatchesPerOpStep8BLayer) {
+  if (!gpu_available()) GTEST_SKIP() << "no GPU";
+  LlamaConfig c = small_config(32, 8, 128);
+  c.hidden_size = 4096, c.intermediate_size = 14336, c.num_hidden_layers = 2, c.initializer_range = 0.02;
+  auto m = LlamaModel::create(c, Device::gpu(0), DType::bf16, false, 13);
+  compare(*m, 3, "bf16 8B layer shape");
+}
+
+TEST(DecodeStack, MatchesPerOpStepFp8) {
+  if (!gpu_available()) GTEST_SKIP() << "no GPU";
+  auto m = LlamaModel::create(small_config(8, 2, 128), Device::gpu(0), DType::bf16, false, 9);
+  const std::string dir = (std::filesystem::temp_directory_path() / "anvil_decode_stack_fp8").string();
+  std::filesystem::remove_all(dir);
+  m->save(dir);
+  auto q = LlamaModel::load(dir, Device::gpu(0), DType::bf16, false, WeightFormat::fp8);
+  compare(*q, 70, "e4m3fn HD 128 GQA 4");
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace anvil
