@@ -7,27 +7,31 @@
 // for it). Folding the norms into the GEMMs' x staging was measured slower (docs/decode_kernels.md): every
 // column tile redid the norm while its weight stream stood still.
 //
-// Design. One block per SM for the whole step (cooperative launch; 8 consumer warps + 1 producer warp).
+// Design. One block per SM for the whole step (cooperative launch; 12 consumer warps + 1 producer warp).
 // - Weights: the producer warp's lane 0 walks the block's share of every matrix of every layer in a fixed order
 //   (layer by layer: q|k|v, o, gate|up, down; the block owns a contiguous range of rows of each) and issues one
 //   bulk copy per 16 KB chunk into a ring of S slots (S = 12 at the 8B shape: 192 KB of the 227 KB), each slot
 //   with a "full" and an "empty" mbarrier. Nothing it reads depends on activations, so it runs ahead of the
 //   math by up to S chunks, across phase boundaries and grid barriers: 12 x 16 KB per SM is 25 MB in flight,
 //   ~6 µs of HBM time, which covers the norm, rope and attention phases and the barriers (~1-2 µs each).
-// - Math: consumer warp w takes units w, w + 8, ... of a matrix (a unit: whole rows that fit a chunk, or one
-//   row cut into 16 KB pieces), waits on the chunk's full barrier, takes the dot products of its rows with x (x
-//   staged in shared memory as T, 16-byte reads, conflict-free), reduces each row over the warp, writes y, and
-//   releases the slot. Per SM the HBM share is ~17 B/clk; a warp consumes a 16 KB chunk in ~600 issue slots,
-//   so 8 warps keep up with several times that.
+// - Math: consumer warp w takes rows w, w + 12, ... of the block's range (a chunk holds whole rows, or a piece
+//   of one row), waits on the chunk's full barrier, takes the row's dot product with x (x staged in shared
+//   memory as T, 16-byte reads, conflict-free), reduces it over the warp and writes y; the last warp done with
+//   a chunk releases the slot. Per SM the HBM share is ~16 B/clk. A bf16 chunk costs a warp ~600 issue slots, an FP8
+//   chunk ~2100 (decode, 3 shared loads and 16 FMAs per 16 weights): 12 warps (3 per scheduler) rather than 8,
+//   measured on the FP8 phases, which ran slower than their bytes with 8 (docs/decode_kernels.md).
 // - Phases per layer, separated by grid barriers (a global counter, zeroed before the launch):
 //   1. h += b, norm (every block computes the 4096-wide norm itself from L2; block 0 stores h), q|k|v GEMM;
 //   2. rope and attention: block (kv-head g, split s) rotates its q-heads and k, appends k and v to the cache
 //      (last split) and attends over its rows; splits are combined by the last block of the group (ticket);
-//   3. o GEMM (x = the attention output);  4. h += b, norm, gate|up GEMM;  5. x = silu(gate) * up, down GEMM.
+//   3. o GEMM (x = the attention output);  4. h += b, norm, the gate and up GEMMs (a block owns the same rows
+//   of both, keeps their outputs in shared memory and writes silu(gate) * up for them);  5. down GEMM.
 //   Residual buffers alternate (h0, h1) so no block reads the h another block is writing.
 // - Activations written inside the launch are read with ld.global.cg (L2): L1 is not coherent across SMs.
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -41,7 +45,7 @@ namespace anvil {
 namespace {
 
 constexpr int kW = gpu::kWarpSize;
-constexpr int kWarps = 8;                         // consumer warps
+constexpr int kWarps = 12;                        // consumer warps
 constexpr int kConsumers = kWarps * kW;
 constexpr int kThreads = kConsumers + kW;         // + the producer warp
 constexpr int kChunk = 16384;                     // bytes per ring slot
@@ -49,6 +53,12 @@ constexpr int kMaxSlots = 16;
 constexpr int kMinSlots = 4;
 constexpr int kAttnRows = 64;                     // rows per attention split at least
 constexpr int kBarConsumers = 1;                  // hardware barrier id of the consumer warps
+// ANVIL_DECODE_STACK_TRACE=1: each block's thread 0 stamps the end of every phase of every layer, and the host
+// prints where a step's time goes (eager steps only: it synchronises to read the stamps).
+constexpr int kStamps = 12;
+const char* const kStampNames[kStamps] = {"norm (in)",   "gemm q|k|v", "barrier 1", "rope + attention",
+                                          "barrier 2",   "stage att",  "gemm o",    "barrier 3",
+                                          "norm (post)", "gemm gate, up + swiglu + barrier 4", "stage x (down)", "gemm down + barrier 5"};
 
 struct Layer {
   const uint8_t* w[4];    // q|k|v (QD + 2 KVD, C), o (C, QD), gate|up (2H, C), down (C, H)
@@ -69,9 +79,10 @@ struct Params {
   bf16* branch;
   bf16* qkv;              // (QD + 2 KVD)
   bf16* att;              // (QD)
-  bf16* gu;               // (2H)
+  bf16* gu;               // (H) silu(gate) * up: down's input
   float* part;            // (NKV, max_splits, G, HD + 2): m, l, acc
   unsigned* counters;     // [0] grid barrier, [1 + g] tickets
+  unsigned long long* trace;  // (L, kStamps, grid) globaltimer ns at each phase end, or nullptr
   const float* inv_freq;
   const int32_t* start;
 };
@@ -81,11 +92,16 @@ struct Mat {
   const uint8_t* w;
   int N, K;  // rows, columns
 };
+// The five matrices of a layer in stream order: q|k|v, o, gate, up (the two halves of the stacked gate|up weight,
+// so a block owns the same rows of both and applies SwiGLU to its own outputs), down.
+constexpr int kMats = 5;
+template <int ES>
 __device__ __forceinline__ Mat mat_of(const Params& p, const Layer& ly, int m) {
   switch (m) {
     case 0: return {ly.w[0], p.QD + 2 * p.KVD, p.C};
     case 1: return {ly.w[1], p.C, p.QD};
-    case 2: return {ly.w[2], 2 * p.H, p.C};
+    case 2: return {ly.w[2], p.H, p.C};
+    case 3: return {ly.w[2] + int64_t(p.H) * p.C * ES, p.H, p.C};
     default: return {ly.w[3], p.C, p.H};
   }
 }
@@ -153,8 +169,8 @@ __device__ void produce(const Params& p, uint8_t* ring, uint64_t* full, uint64_t
   for (int l = 0; l < p.L; l++) {
     const Layer& ly = p.layers[l];
 #pragma unroll 1
-    for (int mi = 0; mi < 4; mi++) {
-      const Mat m = mat_of(p, ly, mi);
+    for (int mi = 0; mi < kMats; mi++) {
+      const Mat m = mat_of<ES>(p, ly, mi);
       const Plan pl = plan_of<ES>(m);
       for (int u = 0; u < pl.units; u++) {
         const int ra = pl.r0 + u * pl.rpc, nr = min(pl.rpc, pl.r1 - ra);
@@ -213,7 +229,7 @@ __device__ __forceinline__ float dot(const uint8_t* w, const bf16* x, int n, int
   const int packs = n * ES / 16;
   float a0 = 0.f, a1 = 0.f;
   if constexpr (ES == 2) {
-#pragma unroll 4
+#pragma unroll 2
     for (int q = lane; q < packs; q += kW) {
       const uint4 wv = *reinterpret_cast<const uint4*>(w + q * 16);
       const uint4 xv = *reinterpret_cast<const uint4*>(x + q * 8);
@@ -248,36 +264,43 @@ __device__ __forceinline__ float dot(const uint8_t* w, const bf16* x, int n, int
 // y[rows of this block] = x @ w^T for one matrix, chunks from the ring; `c` is the running chunk count.
 template <int ES>
 __device__ void gemm(const Params& p, const Mat& m, const float* ws, int ws_stride, const uint8_t* ring,
-                     uint64_t* full, uint64_t* empty, volatile unsigned* issued, const bf16* x, bf16* y,
-                     unsigned& c) {
+                     uint64_t* full, uint64_t* empty, volatile unsigned* issued, volatile unsigned* done,
+                     const bf16* x, bf16* y, int y0, unsigned& c) {
   const int lane = threadIdx.x % kW, warp = threadIdx.x / kW;
   const Plan pl = plan_of<ES>(m);
   auto finish = [&](int row, float acc) {
     acc = gpu::warp_sum(acc);
-    if (lane == 0) y[row] = from_f32<bf16>(ws ? acc * ws[int64_t(row) * ws_stride] : acc);
+    if (lane == 0) y[row - y0] = from_f32<bf16>(ws ? acc * ws[int64_t(row) * ws_stride] : acc);
   };
-  for (int u = warp; u < pl.units; u += kWarps) {
-    const int ra = pl.r0 + u * pl.rpc;
-    if (pl.ppr == 1) {
+  if (pl.ppr == 1) {
+    // Whole rows: warp w takes rows w, w + 12, ... of the block's range, so the rows of one chunk (2 bf16 or 4 FP8
+    // rows of 4096) are consumed by as many warps at once; the last of them to finish frees the slot. (A warp per
+    // chunk measured FP8 phases at ~3 TB/s: one warp needed several µs per 16 KB chunk.)
+    for (int i = warp; i < pl.r1 - pl.r0; i += kWarps) {
+      const int u = i / pl.rpc, nr = min(pl.rpc, pl.r1 - pl.r0 - u * pl.rpc);
       const unsigned cc = c + unsigned(u), slot = cc % unsigned(p.slots);
       wait_chunk(issued, full, slot, cc / unsigned(p.slots), cc);
-      const uint8_t* wb = ring + size_t(slot) * kChunk;
-      const int nr = min(pl.rpc, pl.r1 - ra);
-      for (int r = 0; r < nr; r++) finish(ra + r, dot<ES>(wb + size_t(r) * m.K * ES, x, m.K, lane));
+      const uint8_t* wb = ring + size_t(slot) * kChunk + size_t(i % pl.rpc) * m.K * ES;
+      finish(pl.r0 + i, dot<ES>(wb, x, m.K, lane));
+      __syncwarp();
+      if (lane == 0 && atomicAdd(const_cast<unsigned*>(&done[slot]), 1u) == unsigned(nr - 1)) {
+        done[slot] = 0;  // before the release: the slot's next rows count from zero
+        anvil_mbar_arrive(&empty[slot]);
+      }
+    }
+  }
+  // Rows cut into pieces (one chunk each): warp w takes rows w, w + 12, ..., all pieces of a row in order.
+  for (int u = warp; u < pl.units && pl.ppr > 1; u += kWarps) {
+    float acc = 0.f;
+    for (int i = 0; i < pl.ppr; i++) {
+      const unsigned cc = c + unsigned(u * pl.ppr + i), slot = cc % unsigned(p.slots);
+      wait_chunk(issued, full, slot, cc / unsigned(p.slots), cc);
+      const int k0 = i * pl.pe;
+      acc += dot<ES>(ring + size_t(slot) * kChunk, x + k0, min(pl.pe, m.K - k0), lane);
       __syncwarp();
       if (lane == 0) anvil_mbar_arrive(&empty[slot]);
-    } else {
-      float acc = 0.f;
-      for (int i = 0; i < pl.ppr; i++) {
-        const unsigned cc = c + unsigned(u * pl.ppr + i), slot = cc % unsigned(p.slots);
-        wait_chunk(issued, full, slot, cc / unsigned(p.slots), cc);
-        const int k0 = i * pl.pe;
-        acc += dot<ES>(ring + size_t(slot) * kChunk, x + k0, min(pl.pe, m.K - k0), lane);
-        __syncwarp();
-        if (lane == 0) anvil_mbar_arrive(&empty[slot]);
-      }
-      finish(ra, acc);
     }
+    finish(pl.r0 + u, acc);
   }
   c += unsigned(pl.units * pl.ppr);
 }
@@ -330,18 +353,12 @@ __device__ void stage_copy(const bf16* v, int n, bf16* x) {
   consumer_sync();
 }
 
-// x = silu(gate) * up (H values) into shared memory, as swiglu_fwd computes it for bf16.
-__device__ void stage_swiglu(const Params& p, bf16* x) {
-  for (int q = threadIdx.x; q < p.H / 8; q += kConsumers) {
-    const uint4 g = anvil_load16_l2(p.gu + q * 8), u = anvil_load16_l2(p.gu + p.H + q * 8);
-    const uint32_t gg[4] = {g.x, g.y, g.z, g.w}, uu[4] = {u.x, u.y, u.z, u.w};
-    uint32_t o[4];
-#pragma unroll
-    for (int j = 0; j < 4; j++)
-      o[j] = pack2(swiglu_f32<bf16>(lo_f32(gg[j]), lo_f32(uu[j])), swiglu_f32<bf16>(hi_f32(gg[j]), hi_f32(uu[j])));
-    anvil_store16(x + q * 8, o[0], o[1], o[2], o[3]);
-  }
+// down's x = silu(gate) * up, as swiglu_fwd computes it for bf16, for the block's rows [a, b) of gate and up
+// (their GEMM outputs in shared memory), into the global (H) vector every block stages after the barrier.
+__device__ void swiglu_rows(const bf16* g, const bf16* u, int a, int b, bf16* out) {
   consumer_sync();
+  for (int i = threadIdx.x; i < b - a; i += kConsumers)
+    out[a + i] = from_f32<bf16>(swiglu_f32<bf16>(to_f32(g[i]), to_f32(u[i])));
 }
 
 // ---- attention (phase 2) -----------------------------------------------------------------------------------
@@ -423,7 +440,9 @@ __device__ void attention(const Params& p, const Layer& ly, float* sm) {
     for (int d = 0; d < DPL; d++) qf[gi][d] = qs[gi * HD + lane * DPL + d], acc[gi][d] = 0.f;
     m[gi] = -INFINITY, l[gi] = 0.f;
   }
-  constexpr int R = 4;  // rows per warp per step, all loaded before any math
+  // Rows per warp per step, all loaded before any math. Within the 128 registers 13 warps per SM allow: G = 4 at
+  // HD 128 with R = 4 spilled (56 B stores, 244 B loads, nvcc 13); R = 2 does not.
+  constexpr int R = G >= 4 ? 2 : 4;
   const int64_t stride = int64_t(p.NKV) * HD;
   const bf16* kb = ly.kc + int64_t(g) * HD + lane * DPL;
   const bf16* vb = ly.vc + int64_t(g) * HD + lane * DPL;
@@ -538,10 +557,12 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
   uint64_t* full = reinterpret_cast<uint64_t*>(red + kWarps * 2);
   uint64_t* empty = full + kMaxSlots;
   volatile unsigned* issued = reinterpret_cast<unsigned*>(empty + kMaxSlots);
+  volatile unsigned* done = issued + kMaxSlots;  // rows of the slot's chunk consumed so far
   if (threadIdx.x == 0) {
     for (int s = 0; s < p.slots; s++) {
       anvil_mbar_init(&full[s], 1), anvil_mbar_init(&empty[s], 1);
       issued[s] = ~0u;
+      done[s] = 0;
     }
     anvil_mbar_init_fence();
   }
@@ -557,6 +578,15 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
     bf16* t = h;
     h = h_next, h_next = t;
   };
+  // This block's rows [rows_a, rows_b) of gate and of up, whose outputs stay in shared memory after x's C values.
+  const int rows_a = int(int64_t(p.H) * blockIdx.x / gridDim.x), rows_b = int(int64_t(p.H) * (blockIdx.x + 1) / gridDim.x);
+  bf16* y_gate = x + (p.C + 7) / 8 * 8;
+  bf16* y_up = y_gate + (rows_b - rows_a + 7) / 8 * 8;
+  unsigned long long* tr = p.trace ? p.trace + blockIdx.x : nullptr;
+  auto stamp = [&](int l, int k) {
+    if (tr && threadIdx.x == 0) tr[(int64_t(l) * kStamps + k) * gridDim.x] = anvil_globaltimer_ns();
+  };
+  if (tr && threadIdx.x == 0) tr[int64_t(p.L) * kStamps * gridDim.x] = anvil_globaltimer_ns();  // the start
   for (int l = 0; l < p.L; l++) {
     const Layer& ly = p.layers[l];
     if (l == 0) {
@@ -565,20 +595,35 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
       stage_norm(p, h, p.branch, h_next, ly.in_norm, x, red);
       swap_h();
     }
-    gemm<ES>(p, mat_of(p, ly, 0), ly.ws[0], ly.ws_stride[0], ring, full, empty, issued, x, p.qkv, c);
+    stamp(l, 0);
+    gemm<ES>(p, mat_of<ES>(p, ly, 0), ly.ws[0], ly.ws_stride[0], ring, full, empty, issued, done, x, p.qkv, 0, c);
+    stamp(l, 1);
     grid_sync(p.counters, passed);
+    stamp(l, 2);
     attention<HD, G>(p, ly, reinterpret_cast<float*>(x));
+    stamp(l, 3);
     grid_sync(p.counters, passed);
+    stamp(l, 4);
     stage_copy(p.att, p.QD, x);
-    gemm<ES>(p, mat_of(p, ly, 1), ly.ws[1], ly.ws_stride[1], ring, full, empty, issued, x, p.branch, c);
+    stamp(l, 5);
+    gemm<ES>(p, mat_of<ES>(p, ly, 1), ly.ws[1], ly.ws_stride[1], ring, full, empty, issued, done, x, p.branch, 0, c);
+    stamp(l, 6);
     grid_sync(p.counters, passed);
+    stamp(l, 7);
     stage_norm(p, h, p.branch, h_next, ly.post_norm, x, red);
     swap_h();
-    gemm<ES>(p, mat_of(p, ly, 2), ly.ws[2], ly.ws_stride[2], ring, full, empty, issued, x, p.gu, c);
+    stamp(l, 8);
+    gemm<ES>(p, mat_of<ES>(p, ly, 2), ly.ws[2], ly.ws_stride[2], ring, full, empty, issued, done, x, y_gate, rows_a, c);
+    const float* ws_up = ly.ws[2] ? ly.ws[2] + int64_t(p.H) * ly.ws_stride[2] : nullptr;
+    gemm<ES>(p, mat_of<ES>(p, ly, 3), ws_up, ly.ws_stride[2], ring, full, empty, issued, done, x, y_up, rows_a, c);
+    swiglu_rows(y_gate, y_up, rows_a, rows_b, p.gu);
     grid_sync(p.counters, passed);
-    stage_swiglu(p, x);
-    gemm<ES>(p, mat_of(p, ly, 3), ly.ws[3], ly.ws_stride[3], ring, full, empty, issued, x, p.branch, c);
+    stamp(l, 9);
+    stage_copy(p.gu, p.H, x);
+    stamp(l, 10);
+    gemm<ES>(p, mat_of<ES>(p, ly, 4), ly.ws[3], ly.ws_stride[3], ring, full, empty, issued, done, x, p.branch, 0, c);
     if (l + 1 < p.L) grid_sync(p.counters, passed);
+    stamp(l, 11);
   }
 }
 
@@ -587,18 +632,55 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
 int attn_floats(int HD, int G) {
   return HD + G * HD + 2 * HD + 2 * kWarps * G + kWarps * G * HD + 1;
 }
-int x_region_bytes(const DecodeStackShape& s) {
+// The x region: the largest GEMM input (T), the attention phase's floats, or x (C) with the gate and up outputs
+// of the block's rows (at most ceil(H / grid) each).
+int x_region_bytes(const DecodeStackShape& s, int grid) {
   const int64_t kmax = std::max({s.C, s.NH * s.HD, s.H});
-  const int64_t b = std::max<int64_t>(kmax * 2, int64_t(attn_floats(int(s.HD), int(s.NH / s.NKV))) * 4);
+  const int64_t rows = (s.H + grid - 1) / grid;
+  const int64_t b = std::max({kmax * 2, int64_t(attn_floats(int(s.HD), int(s.NH / s.NKV))) * 4,
+                              ((s.C + 7) / 8 * 8 + 2 * ((rows + 7) / 8 * 8)) * 2});
   return int((b + 127) / 128 * 128);
 }
-constexpr int kMiscBytes = kWarps * 2 * 4 + 2 * kMaxSlots * 8 + kMaxSlots * 4;
+constexpr int kMiscBytes = kWarps * 2 * 4 + 2 * kMaxSlots * 8 + 2 * kMaxSlots * 4;
 
 // Ring slots that fit the device's per-block shared memory next to the x region.
 int ring_slots(const DecodeStackShape& s) {
   const auto info = gpu::device_info(gpu::current_device());
-  const int64_t room = int64_t(info.smem_per_block_optin) - x_region_bytes(s) - kMiscBytes;
+  const int64_t room = int64_t(info.smem_per_block_optin) - x_region_bytes(s, info.compute_units) - kMiscBytes;
   return int(std::min<int64_t>(kMaxSlots, room / kChunk));
+}
+
+// Per phase: the mean over layers of the mean and of the latest block's time since the previous stamp (a phase
+// that ends in a grid barrier ends at the same time on every block, so its max is the barrier's release).
+void print_trace(const Tensor& t, int L, int grid) {
+  const int64_t* v = t.data<int64_t>();
+  auto at = [&](int l, int k, int b) { return double(v[(int64_t(l) * kStamps + k) * grid + b]); };
+  const double t0 = double(v[int64_t(L) * kStamps * grid]);
+  double total = 0;
+  std::fprintf(stderr, "decode_stack trace, %d layers, %d blocks: µs per layer (mean over blocks / latest block)\n",
+               L, grid);
+  for (int k = 0; k < kStamps; k++) {
+    double mean = 0, late = 0;
+    for (int l = 0; l < L; l++) {
+      double lmax = 0;
+      for (int b = 0; b < grid; b++) {
+        const double prev = k > 0 ? at(l, k - 1, b) : (l > 0 ? at(l - 1, kStamps - 1, b) : t0);
+        const double d = at(l, k, b) - prev;
+        mean += d / grid;
+        lmax = std::max(lmax, at(l, k, b));
+      }
+      const double prev_max = [&] {
+        double m = 0;
+        for (int b = 0; b < grid; b++)
+          m = std::max(m, k > 0 ? at(l, k - 1, b) : (l > 0 ? at(l - 1, kStamps - 1, b) : t0));
+        return m;
+      }();
+      late += lmax - prev_max;
+    }
+    total += mean / L;
+    std::fprintf(stderr, "  %-26s %8.2f %8.2f\n", kStampNames[k], mean / L / 1e3, late / L / 1e3);
+  }
+  std::fprintf(stderr, "  %-26s %8.2f\n", "layer", total / 1e3);
 }
 
 using KernelFn = void (*)(const Params);
@@ -626,7 +708,7 @@ std::string decode_stack_unsupported_gpu(const DecodeStackShape& s, const std::v
   const auto info = gpu::device_info(gpu::current_device());
   if (!info.bulk_copy) return str("a device with bulk copies (sm_90+), got ", info.arch);
   if (ring_slots(s) < kMinSlots)
-    return str("room for ", kMinSlots, " ring slots of ", kChunk, " B next to ", x_region_bytes(s),
+    return str("room for ", kMinSlots, " ring slots of ", kChunk, " B next to ", x_region_bytes(s, info.compute_units),
                " B of activations in ", info.smem_per_block_optin, " B of shared memory per block");
   (void)layers;
   return "";
@@ -660,9 +742,9 @@ DecodeStack::DecodeStack(const DecodeStackShape& s, const std::vector<DecodeStac
   const int64_t QD = s.NH * s.HD, KVD = s.NKV * s.HD, G = s.NH / s.NKV;
   const int cus = gpu::device_info(gpu::current_device()).compute_units;
   const int64_t max_splits = std::max<int64_t>(1, std::min<int64_t>(cus / s.NKV, (Tmax_ + kAttnRows - 1) / kAttnRows));
-  // bf16 scratch: qkv (QD + 2 KVD), att (QD), gu (2H), each rounded to 64 elements; then f32 partials.
+  // bf16 scratch: qkv (QD + 2 KVD), att (QD), gu (H), each rounded to 64 elements; then f32 partials.
   auto r64 = [](int64_t n) { return (n + 63) / 64 * 64; };
-  const int64_t n16 = r64(QD + 2 * KVD) + r64(QD) + r64(2 * s.H);
+  const int64_t n16 = r64(QD + 2 * KVD) + r64(QD) + r64(s.H);
   const int64_t nf = s.NKV * max_splits * G * (s.HD + 2);
   scratch_ = Tensor::empty({n16 * 2 + nf * 4}, DType::u8, dev);
   counters_ = Tensor::zeros({1 + s.NKV}, DType::i32, dev);
@@ -685,21 +767,28 @@ void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branc
   p.layers = reinterpret_cast<const Layer*>(table_.data_ptr());
   p.L = int(L_), p.C = int(s_.C), p.NH = int(s_.NH), p.NKV = int(s_.NKV), p.H = int(s_.H);
   p.QD = int(QD), p.KVD = int(KVD), p.Tmax = int(Tmax_);
-  p.slots = ring_slots(s_), p.x_bytes = x_region_bytes(s_);
+  p.slots = ring_slots(s_), p.x_bytes = x_region_bytes(s_, cus);
   p.max_splits = int(std::max<int64_t>(1, std::min<int64_t>(cus / s_.NKV, (Tmax_ + kAttnRows - 1) / kAttnRows)));
   p.eps = s_.eps, p.scale_log2 = s_.attn_scale * 1.4426950408889634f;
   p.h0 = h0.data<bf16>(), p.h1 = h1.data<bf16>(), p.branch = branch.data<bf16>();
   bf16* s16 = reinterpret_cast<bf16*>(scratch_.data_ptr());
   p.qkv = s16, p.att = s16 + r64(QD + 2 * KVD), p.gu = p.att + r64(QD);
-  p.part = reinterpret_cast<float*>(p.gu + r64(2 * s_.H));
+  p.part = reinterpret_cast<float*>(p.gu + r64(s_.H));
   p.counters = reinterpret_cast<unsigned*>(counters_.data_ptr());
   p.inv_freq = inv_freq_.data<float>(), p.start = start.data<int32_t>();
   const KernelFn k = dtype_is_fp8(wdt_) ? pick<1>(int(s_.HD), int(G)) : pick<2>(int(s_.HD), int(G));
   const size_t smem = size_t(p.slots) * kChunk + size_t(p.x_bytes) + kMiscBytes;
   ANVIL_GPU_CHECK(gpuFuncSetAttribute(reinterpret_cast<const void*>(k), gpuFuncAttributeMaxDynamicSharedMemorySize,
                                       int(smem)));
+  const char* te = std::getenv("ANVIL_DECODE_STACK_TRACE");
+  Tensor trace;
+  if (te && std::strcmp(te, "1") == 0) {
+    trace = Tensor::empty({(L_ * kStamps + 1) * cus}, DType::i64, h0.device());
+    p.trace = reinterpret_cast<unsigned long long*>(trace.data_ptr());
+  }
   gpu::memset_async(p.counters, 0, sizeof(unsigned));  // the grid barrier counts up from 0 in every launch
   ANVIL_GPU_CHECK(gpu::vendor::launch_cooperative(k, dim3(unsigned(cus)), dim3(kThreads), smem, gpu::stream(), p));
+  if (trace.defined()) print_trace(trace.to(Device::cpu()), int(L_), cus);
 }
 
 #else  // no bulk copies in this vendor build: the models keep their per-op step

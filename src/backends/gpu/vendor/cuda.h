@@ -222,6 +222,12 @@ __device__ __forceinline__ unsigned anvil_load_acquire_gpu(const unsigned* p) {
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
+// The device-wide nanosecond clock (the same on every SM, unlike clock64): phase timestamps in kernel traces.
+__device__ __forceinline__ unsigned long long anvil_globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 // 16 bytes through L2, skipping L1 (data other blocks of the running grid wrote; see anvil_load_l2).
 __device__ __forceinline__ uint4 anvil_load16_l2(const void* p) { return __ldcg(reinterpret_cast<const uint4*>(p)); }
 
