@@ -34,6 +34,7 @@ int run_decode(const BenchDecodeOptions& o) {
               o.model.dtype == "fp8" ? " with FP8 weights" : "", backend(dev).info().name.c_str());
   std::printf("shape      batch %d, prompt %d, %d steps, context %lld\n", o.bench.batch, o.bench.prompt_len,
               o.bench.tokens, (long long)r.context);
+  if (!r.decode_path.empty()) std::printf("path       %s\n", r.decode_path.c_str());
   std::printf("prefill    %.2f ms\n", r.prefill_ms);
   std::printf("decode     %.3f ms/step median (p10 %.3f, p90 %.3f), %.1f tokens/s\n", r.median_ms, r.p10_ms,
               r.p90_ms, r.tokens_per_s);

@@ -28,6 +28,7 @@ struct InferState {
   int batch = 0;
   int max_len = 0;          // cache capacity in tokens (Llama); unused by Mamba's constant-size state
   std::vector<int> lens;    // tokens consumed so far per sequence
+  std::string decode_path;  // how one-token steps run, once the first has run ("" = the model's only way)
 };
 
 struct ModelInfo {

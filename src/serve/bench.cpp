@@ -103,6 +103,7 @@ DecodeBenchResult bench_decode(CausalLM& model, const DecodeBenchConfig& cfg) {
   r.p10_ms = quantile(r.step_ms, 0.1);
   r.p90_ms = quantile(r.step_ms, 0.9);
   r.tokens_per_s = r.median_ms > 0 ? 1e3 * cfg.batch / r.median_ms : 0;
+  r.decode_path = state->decode_path;
   return r;
 }
 

@@ -24,6 +24,7 @@ struct DecodeBenchResult {
   double median_ms = 0, p10_ms = 0, p90_ms = 0;
   double tokens_per_s = 0;      // B / median step time
   int64_t weight_bytes = 0;     // read per step, see decode_weight_bytes
+  std::string decode_path;      // InferState::decode_path after the run
 };
 
 DecodeBenchResult bench_decode(CausalLM& model, const DecodeBenchConfig& cfg);

@@ -16,10 +16,9 @@ std::string decode_stack_unsupported_gpu(const DecodeStackShape& s, const std::v
 #endif
 
 std::string decode_stack_unsupported(const DecodeStackShape& s, const std::vector<DecodeStackLayer>& layers) {
-  if (!decode_stack_enabled()) return "ANVIL_DECODE_STACK=0";
+  if (!decode_stack_enabled()) return "ANVIL_DECODE_STACK unset (it is 0)";
   if (layers.empty()) return "at least one layer";
   const Device dev = layers[0].qkv.w.device();
-  if (dev.is_cpu()) return "a GPU model";
   if (s.HD != 32 && s.HD != 64 && s.HD != 128) return str("head dim 32, 64 or 128, got ", s.HD);
   if (s.NKV <= 0 || s.NH % s.NKV != 0) return str("NH a multiple of NKV, got ", s.NH, " and ", s.NKV);
   const int64_t G = s.NH / s.NKV;
@@ -50,6 +49,7 @@ std::string decode_stack_unsupported(const DecodeStackShape& s, const std::vecto
           !t->is_contiguous())
         return str("bf16 caches of (1, Tmax, ", s.NKV, ", ", s.HD, "), got ", t->describe());
   }
+  if (dev.is_cpu()) return "a GPU model";
 #ifdef ANVIL_HAS_GPU
   return decode_stack_unsupported_gpu(s, layers);
 #else
@@ -58,8 +58,9 @@ std::string decode_stack_unsupported(const DecodeStackShape& s, const std::vecto
 }
 
 #ifndef ANVIL_HAS_GPU
-DecodeStack::DecodeStack(const DecodeStackShape&, const std::vector<DecodeStackLayer>&, const Tensor&) {
-  ANVIL_THROW("decode_stack", "a build with GPU support", "a CPU-only build");
+DecodeStack::DecodeStack(const DecodeStackShape& s, const std::vector<DecodeStackLayer>& layers, const Tensor&) {
+  const std::string why = decode_stack_unsupported(s, layers);  // never empty here: no GPU tensors exist
+  ANVIL_THROW("decode_stack", "a model decode_stack supports", why);
 }
 void DecodeStack::run(const Tensor&, Tensor&, Tensor&, Tensor&) const {
   ANVIL_THROW("decode_stack", "a build with GPU support", "a CPU-only build");

@@ -220,6 +220,8 @@ void LlamaModel::step(InferState& st_base, const Tensor& ids_in, Tensor& logits)
       } else {
         st.stack_why = "batch 1";
       }
+      st.decode_path = st.stack ? "every layer in one persistent launch (decode_stack)"
+                                : "one kernel per op (decode_stack needs " + st.stack_why + ")";
     }
     StepBuffers& bufs = st.dec;
 #ifdef ANVIL_HAS_GPU
