@@ -1,7 +1,7 @@
 // The captured decode step against the same kernels run eagerly (GPU only): identical logits at every step,
-// since both launch the same deterministic kernels on the same buffers. And the decode step (one row: the norms
-// and SwiGLU folded into the skinny GEMMs, the one-launch decode attention) against a prefill of the same tokens
-// (many rows: the unfused kernels and the prefill attention).
+// since both launch the same deterministic kernels on the same buffers. And the decode step (one row: on sm_90
+// every layer in one decode_stack launch, elsewhere the skinny GEMMs and the one-launch decode attention) against
+// a prefill of the same tokens (many rows: the tiled GEMMs and the prefill attention).
 #include <gtest/gtest.h>
 
 #include <cmath>
