@@ -11,6 +11,11 @@ bool decode_stack_enabled() {  // read at each inference state's first decode st
   return !(e && std::strcmp(e, "0") == 0);
 }
 
+bool decode_stack_tracing() {
+  const char* e = std::getenv("ANVIL_DECODE_STACK_TRACE");
+  return e && std::strcmp(e, "1") == 0;
+}
+
 #ifdef ANVIL_HAS_GPU
 std::string decode_stack_unsupported_gpu(const DecodeStackShape& s, const std::vector<DecodeStackLayer>& layers);
 #endif

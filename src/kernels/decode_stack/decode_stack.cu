@@ -707,6 +707,8 @@ KernelFn pick(int HD, int G) {
 std::string decode_stack_unsupported_gpu(const DecodeStackShape& s, const std::vector<DecodeStackLayer>& layers) {
   const auto info = gpu::device_info(gpu::current_device());
   if (!info.bulk_copy) return str("a device with bulk copies (sm_90+), got ", info.arch);
+  if (s.NKV > info.compute_units)  // one attention block per kv-head at least
+    return str("at most ", info.compute_units, " kv-heads (one block per SM), got ", s.NKV);
   if (ring_slots(s) < kMinSlots)
     return str("room for ", kMinSlots, " ring slots of ", kChunk, " B next to ", x_region_bytes(s, info.compute_units),
                " B of activations in ", info.smem_per_block_optin, " B of shared memory per block");
@@ -780,9 +782,8 @@ void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branc
   const size_t smem = size_t(p.slots) * kChunk + size_t(p.x_bytes) + kMiscBytes;
   ANVIL_GPU_CHECK(gpuFuncSetAttribute(reinterpret_cast<const void*>(k), gpuFuncAttributeMaxDynamicSharedMemorySize,
                                       int(smem)));
-  const char* te = std::getenv("ANVIL_DECODE_STACK_TRACE");
   Tensor trace;
-  if (te && std::strcmp(te, "1") == 0) {
+  if (decode_stack_tracing()) {
     trace = Tensor::empty({(L_ * kStamps + 1) * cus}, DType::i64, h0.device());
     p.trace = reinterpret_cast<unsigned long long*>(trace.data_ptr());
   }

@@ -71,5 +71,8 @@ class DecodeStack {
 };
 
 bool decode_stack_enabled();  // ANVIL_DECODE_STACK unset or not "0"
+// ANVIL_DECODE_STACK_TRACE=1: every run synchronises and prints the time of each phase (the caller then runs its
+// decode steps eagerly: a captured graph cannot read the stamps back).
+bool decode_stack_tracing();
 
 }  // namespace anvil

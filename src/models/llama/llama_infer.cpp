@@ -225,7 +225,7 @@ void LlamaModel::step(InferState& st_base, const Tensor& ids_in, Tensor& logits)
     }
     StepBuffers& bufs = st.dec;
 #ifdef ANVIL_HAS_GPU
-    if (graphs_enabled() && st.decode_steps > 0) {
+    if (graphs_enabled() && !decode_stack_tracing() && st.decode_steps > 0) {
       if (!st.graph) {
         gpu::capture_begin();
         try {
