@@ -9,7 +9,7 @@
 //
 // Design. One block per SM for the whole step (cooperative launch; 12 consumer warps + 1 producer warp).
 // - Weights: the producer warp's lane 0 walks the block's share of every matrix of every layer in a fixed order
-//   (layer by layer: q|k|v, o, gate|up, down; the block owns a contiguous range of rows of each) and issues one
+//   (layer by layer: q|k|v, o, gate, up, down; the block owns a contiguous range of rows of each) and issues one
 //   bulk copy per 16 KB chunk into a ring of S slots (S = 12 at the 8B shape: 192 KB of the 227 KB), each slot
 //   with a "full" and an "empty" mbarrier. Nothing it reads depends on activations, so it runs ahead of the
 //   math by up to S chunks, across phase boundaries and grid barriers: 12 x 16 KB per SM is 25 MB in flight,
@@ -17,9 +17,10 @@
 // - Math: consumer warp w takes rows w, w + 12, ... of the block's range (a chunk holds whole rows, or a piece
 //   of one row), waits on the chunk's full barrier, takes the row's dot product with x (x staged in shared
 //   memory as T, 16-byte reads, conflict-free), reduces it over the warp and writes y; the last warp done with
-//   a chunk releases the slot. Per SM the HBM share is ~16 B/clk. A bf16 chunk costs a warp ~600 issue slots, an FP8
-//   chunk ~2100 (decode, 3 shared loads and 16 FMAs per 16 weights): 12 warps (3 per scheduler) rather than 8,
-//   measured on the FP8 phases, which ran slower than their bytes with 8 (docs/decode_kernels.md).
+//   a chunk releases the slot. Per SM the HBM share is ~16 B/clk; a bf16 row of 4096 costs a warp ~300 issue
+//   slots, an FP8 one ~560 (decode to f16 and f32, 3 shared loads and 16 FMAs per 16 weights). With a warp per
+//   chunk the FP8 phases ran at ~3 TB/s (one warp took several µs per chunk); rows spread over 12 warps (3 per
+//   scheduler) brought FP8 to 3.0-3.5 TB/s and bf16 to the copy rate (docs/decode_kernels.md).
 // - Phases per layer, separated by grid barriers (a global counter, zeroed before the launch):
 //   1. h += b, norm (every block computes the 4096-wide norm itself from L2; block 0 stores h), q|k|v GEMM;
 //   2. rope and attention: block (kv-head g, split s) rotates its q-heads and k, appends k and v to the cache
