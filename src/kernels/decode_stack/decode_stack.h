@@ -62,8 +62,10 @@ class DecodeStack {
 
  private:
   DecodeStackShape s_;
-  int64_t L_ = 0, Tmax_ = 0;
-  DType wdt_ = DType::bf16;
+  // Unused in builds without bulk copies (the HIP build compiles only the refusing constructor).
+  [[maybe_unused]] int64_t L_ = 0;
+  [[maybe_unused]] int64_t Tmax_ = 0;
+  [[maybe_unused]] DType wdt_ = DType::bf16;
   Tensor table_;    // the layer table (device copy of decode_stack.cu's Layer structs, as bytes)
   Tensor scratch_;  // qkv, att, gu (T) and attention partials (f32)
   Tensor counters_; // i32: [0] grid barrier, [1, 1 + NKV) attention tickets
