@@ -38,7 +38,8 @@ std::string decode_stack_unsupported(const DecodeStackShape& s, const std::vecto
     for (int m = 0; m < 4; m++) {
       const Tensor& w = ws[m]->w;
       if (w.dtype() != wdt) return "one weight dtype in every projection";
-      if (w.shape() != shapes[m] || !w.is_contiguous()) return str("a contiguous weight of ", shape_str(shapes[m]), ", got ", w.describe());
+      if (w.shape() != shapes[m] || !w.is_contiguous())
+        return str("a contiguous weight of ", shape_str(shapes[m]), ", got ", w.describe());
       if ((reinterpret_cast<uintptr_t>(w.data_ptr()) & 15) != 0) return "16-byte aligned weights";
       if (ws[m]->is_fp8()) {
         const Tensor& sc = ws[m]->w_scale;

@@ -57,9 +57,9 @@ constexpr int kBarConsumers = 1;                  // hardware barrier id of the 
 // ANVIL_DECODE_STACK_TRACE=1: each block's thread 0 stamps the end of every phase of every layer, and the host
 // prints where a step's time goes (eager steps only: it synchronises to read the stamps).
 constexpr int kStamps = 12;
-const char* const kStampNames[kStamps] = {"norm (in)",   "gemm q|k|v", "barrier 1", "rope + attention",
-                                          "barrier 2",   "stage att",  "gemm o",    "barrier 3",
-                                          "norm (post)", "gemm gate, up + swiglu + barrier 4", "stage x (down)", "gemm down + barrier 5"};
+const char* const kStampNames[kStamps] = {
+    "norm (in)",   "gemm q|k|v", "barrier 1", "rope + attention", "barrier 2", "stage att", "gemm o", "barrier 3",
+    "norm (post)", "gemm gate, up + swiglu + barrier 4", "stage x (down)", "gemm down + barrier 5"};
 
 struct Layer {
   const uint8_t* w[4];    // q|k|v (QD + 2 KVD, C), o (C, QD), gate|up (2H, C), down (C, H)
@@ -133,8 +133,8 @@ __device__ __forceinline__ Plan plan_of(const Mat& m) {
 
 // ---- waits ------------------------------------------------------------------------------------------------
 // Every wait of the kernel is bounded: a schedule bug or a block that never became resident would otherwise hang
-// the process. After ~20 s (clock64 at >= 1 GHz) it reports where it waited and traps (the launch then fails
-// with an error the host reports).
+// the process. After 2e10 cycles (~10 s at the H200's 1.98 GHz) it reports where it waited and traps (the launch
+// then fails with an error the host reports).
 constexpr long long kWaitCycles = 20'000'000'000LL;
 __device__ __noinline__ void wait_failed(const char* what, unsigned a, unsigned b) {
   printf("decode_stack: block %d thread %d gave up waiting on %s (%u, %u)\n", int(blockIdx.x), int(threadIdx.x),
@@ -459,7 +459,10 @@ __device__ void attention(const Params& p, const Layer& ly, float* sm) {
         load_dims<DPL>(vb + j * stride, vf[r]);
       } else {
 #pragma unroll
-        for (int d = 0; d < DPL; d++) kf[r][d] = valid[r] ? kn[lane * DPL + d] : 0.f, vf[r][d] = valid[r] ? vn[lane * DPL + d] : 0.f;
+        for (int d = 0; d < DPL; d++) {  // the new row comes from shared memory; rows past the split are zeros
+          kf[r][d] = valid[r] ? kn[lane * DPL + d] : 0.f;
+          vf[r][d] = valid[r] ? vn[lane * DPL + d] : 0.f;
+        }
       }
     }
     float sc[R][G];
@@ -580,7 +583,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
     h = h_next, h_next = t;
   };
   // This block's rows [rows_a, rows_b) of gate and of up, whose outputs stay in shared memory after x's C values.
-  const int rows_a = int(int64_t(p.H) * blockIdx.x / gridDim.x), rows_b = int(int64_t(p.H) * (blockIdx.x + 1) / gridDim.x);
+  const int rows_a = int(int64_t(p.H) * blockIdx.x / gridDim.x);
+  const int rows_b = int(int64_t(p.H) * (blockIdx.x + 1) / gridDim.x);
   bf16* y_gate = x + (p.C + 7) / 8 * 8;
   bf16* y_up = y_gate + (rows_b - rows_a + 7) / 8 * 8;
   unsigned long long* tr = p.trace ? p.trace + blockIdx.x : nullptr;

@@ -174,7 +174,9 @@ __device__ __forceinline__ void anvil_mbar_init(uint64_t* bar, unsigned arrivals
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(anvil_smem_u32(bar)), "r"(arrivals) : "memory");
 }
 // Makes the inits visible to the copy engine; a block barrier after it makes them visible to the other threads.
-__device__ __forceinline__ void anvil_mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+__device__ __forceinline__ void anvil_mbar_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
 // One arrival that also tells the barrier to expect `bytes` more bytes of copies before its phase completes.
 __device__ __forceinline__ void anvil_mbar_arrive_expect(uint64_t* bar, unsigned bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(anvil_smem_u32(bar)), "r"(bytes)
