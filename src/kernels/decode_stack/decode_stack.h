@@ -28,7 +28,8 @@
 //          DecodeStack.MatchesPerOpStep compares the two.
 // Where it runs: a CUDA device with bulk copies (sm_90+), batch 1, HD in {32, 64, 128}, NH / NKV in {1, 2, 4, 8},
 //          rows of 16-byte multiples, and enough shared memory for the ring; decode_stack_unsupported() names
-//          what is missing and the model runs its per-op step instead. ANVIL_DECODE_STACK=0 turns it off.
+//          what is missing and the model runs its per-op step instead. ANVIL_DECODE_STACK=0 turns it off;
+//          ANVIL_DECODE_STACK_L2=normal copies the weights without the L2 evict-first hint.
 // Concurrency: one call at a time per device (its grid barrier and ticket counters live in the plan's scratch).
 #pragma once
 #include <string>

@@ -202,7 +202,27 @@ __device__ __forceinline__ void anvil_bulk_copy_g2s(void* smem, const void* gmem
                "l"(gmem), "r"(bytes), "r"(anvil_smem_u32(bar))
                : "memory");
 }
+// The same copy with an L2 eviction policy (from anvil_l2_evict_first()): a read-once stream marked to leave L2
+// first, so the activations and KV cache read around it stay resident.
+__device__ __forceinline__ uint64_t anvil_l2_evict_first() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+__device__ __forceinline__ void anvil_bulk_copy_g2s(void* smem, const void* gmem, unsigned bytes, uint64_t* bar,
+                                                    uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::
+          "r"(anvil_smem_u32(smem)),
+      "l"(gmem), "r"(bytes), "r"(anvil_smem_u32(bar)), "l"(policy)
+      : "memory");
+}
 #else
+__device__ __forceinline__ uint64_t anvil_l2_evict_first() {
+  __trap();
+  return 0;
+}
+__device__ __forceinline__ void anvil_bulk_copy_g2s(void*, const void*, unsigned, uint64_t*, uint64_t) { __trap(); }
 __device__ __forceinline__ void anvil_mbar_init(uint64_t*, unsigned) { __trap(); }
 __device__ __forceinline__ void anvil_mbar_init_fence() { __trap(); }
 __device__ __forceinline__ void anvil_mbar_arrive_expect(uint64_t*, unsigned) { __trap(); }
