@@ -20,9 +20,9 @@ Small small(const Ctx& ctx, DType wdt) {
   auto lin = [&](int64_t rows, int64_t cols) {
     Tensor w = make(rand_normal(size_t(rows * cols), ctx.seed, uint64_t(rows * 7 + cols), 0.05f, DType::bf16),
                     {rows, cols}, DType::bf16, ctx.device);
-    if (wdt == DType::bf16) return linear_weight(w);
-    return linear_weight_fp8(Tensor::zeros({rows, cols}, DType::e4m3fn, ctx.device),
-                             make(std::vector<float>(size_t(rows), 0.01f), {rows}, DType::f32, ctx.device));
+    if (wdt == DType::bf16) return DecodeStackWeight{w, Tensor()};
+    return DecodeStackWeight{Tensor::zeros({rows, cols}, DType::e4m3fn, ctx.device),
+                             make(std::vector<float>(size_t(rows), 0.01f), {rows}, DType::f32, ctx.device)};
   };
   for (int l = 0; l < 2; l++) {
     DecodeStackLayer d;
@@ -58,14 +58,12 @@ std::vector<Check> refusals(const Ctx& ctx, DType wdt) {
   }
   {
     Small b = m;
-    Tensor w = Tensor::zeros({64, 32}, wdt, ctx.device);
-    b.layers[1].o = wdt == DType::bf16 ? linear_weight(w) : linear_weight_fp8(w, b.layers[1].o.w_scale);
+    b.layers[1].o.w = Tensor::zeros({64, 32}, wdt, ctx.device);
     refused("o weight of the wrong shape", b, "a contiguous weight of [64,64]");
   }
   {
     Small b = m;
-    b.layers[0].down = wdt == DType::bf16 ? linear_weight(Tensor::zeros({64, 128}, DType::f16, ctx.device))
-                                          : linear_weight(Tensor::zeros({64, 128}, DType::bf16, ctx.device));
+    b.layers[0].down.w = Tensor::zeros({64, 128}, wdt == DType::bf16 ? DType::f16 : DType::bf16, ctx.device);
     refused("mixed weight dtypes", b, "one weight dtype in every projection");
   }
   {
@@ -75,8 +73,10 @@ std::vector<Check> refusals(const Ctx& ctx, DType wdt) {
   }
   if (wdt != DType::bf16) {
     Small b = m;
-    b.layers[0].qkv.w_scale = make(std::vector<float>(5, 0.01f), {5}, DType::f32, ctx.device);
+    b.layers[0].qkv.scale = make(std::vector<float>(5, 0.01f), {5}, DType::f32, ctx.device);
     refused("FP8 scales of (5)", b, "f32 weight scales of (1) or (128)");
+    b.layers[0].qkv.scale = Tensor();
+    refused("FP8 without scales", b, "f32 weight scales of (1) or (128)");
   }
   const std::string why = decode_stack_unsupported(m.s, m.layers);
   if (ctx.device.is_cpu()) {

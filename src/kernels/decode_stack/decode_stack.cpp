@@ -33,7 +33,7 @@ std::string decode_stack_unsupported(const DecodeStackShape& s, const std::vecto
   if (wdt != DType::bf16 && wdt != DType::e4m3fn) return str("bf16 or e4m3fn weights, got ", dtype_name(wdt));
   const int64_t QD = s.NH * s.HD, KVD = s.NKV * s.HD;
   for (const DecodeStackLayer& d : layers) {
-    const LinearWeight* ws[4] = {&d.qkv, &d.o, &d.gate_up, &d.down};
+    const DecodeStackWeight* ws[4] = {&d.qkv, &d.o, &d.gate_up, &d.down};
     const Shape shapes[4] = {{QD + 2 * KVD, s.C}, {s.C, QD}, {2 * s.H, s.C}, {s.C, s.H}};
     for (int m = 0; m < 4; m++) {
       const Tensor& w = ws[m]->w;
@@ -41,9 +41,9 @@ std::string decode_stack_unsupported(const DecodeStackShape& s, const std::vecto
       if (w.shape() != shapes[m] || !w.is_contiguous())
         return str("a contiguous weight of ", shape_str(shapes[m]), ", got ", w.describe());
       if ((reinterpret_cast<uintptr_t>(w.data_ptr()) & 15) != 0) return "16-byte aligned weights";
-      if (ws[m]->is_fp8()) {
-        const Tensor& sc = ws[m]->w_scale;
-        if (sc.dtype() != DType::f32 || !sc.is_contiguous() || (sc.numel() != 1 && sc.numel() != shapes[m][0]))
+      if (dtype_is_fp8(wdt)) {
+        const Tensor& sc = ws[m]->scale;
+        if (!sc.defined() || sc.dtype() != DType::f32 || !sc.is_contiguous() || (sc.numel() != 1 && sc.numel() != shapes[m][0]))
           return str("f32 weight scales of (1) or (", shapes[m][0], "), got ", sc.describe());
       }
     }

@@ -38,6 +38,8 @@
 
 #include "backends/gpu/common.cuh"
 #include "kernels/decode_stack/decode_stack.h"
+#include "kernels/decode_stack/decode_stack_attention.cuh"
+#include "kernels/decode_stack/decode_stack_gpu.cuh"
 #include "kernels/swiglu/swiglu_gpu.cuh"
 
 namespace anvil {
@@ -45,49 +47,14 @@ namespace anvil {
 #ifdef ANVIL_HAS_BULK_COPY
 namespace {
 
-constexpr int kW = gpu::kWarpSize;
-constexpr int kWarps = 12;                        // consumer warps
-constexpr int kConsumers = kWarps * kW;
-constexpr int kThreads = kConsumers + kW;         // + the producer warp
-constexpr int kChunk = 16384;                     // bytes per ring slot
-constexpr int kMaxSlots = 16;
-constexpr int kMinSlots = 4;
-constexpr int kAttnRows = 64;                     // rows per attention split at least
-constexpr int kBarConsumers = 1;                  // hardware barrier id of the consumer warps
+using namespace decode_stack_gpu;
+
 // ANVIL_DECODE_STACK_TRACE=1: each block's thread 0 stamps the end of every phase of every layer, and the host
 // prints where a step's time goes (eager steps only: it synchronises to read the stamps).
 constexpr int kStamps = 12;
 const char* const kStampNames[kStamps] = {
     "norm (in)",   "gemm q|k|v", "barrier 1", "rope + attention", "barrier 2", "stage att", "gemm o", "barrier 3",
     "norm (post)", "gemm gate, up + swiglu + barrier 4", "stage x (down)", "gemm down + barrier 5"};
-
-struct Layer {
-  const uint8_t* w[4];    // q|k|v (QD + 2 KVD, C), o (C, QD), gate|up (2H, C), down (C, H)
-  const float* ws[4];     // FP8 scales, or nullptr for 16-bit weights
-  int ws_stride[4];       // 1: per row; 0: per tensor
-  const bf16* in_norm;
-  const bf16* post_norm;
-  bf16* kc;               // (Tmax, NKV, HD)
-  bf16* vc;
-};
-
-struct Params {
-  const Layer* layers;
-  int L, C, NH, NKV, H, QD, KVD, Tmax, slots, x_bytes, max_splits;
-  int l2_first;           // weights copied with an L2 evict-first policy (default)
-  float eps, scale_log2;  // attention scale * log2(e)
-  bf16* h0;
-  bf16* h1;
-  bf16* branch;
-  bf16* qkv;              // (QD + 2 KVD)
-  bf16* att;              // (QD)
-  bf16* gu;               // (H) silu(gate) * up: down's input
-  float* part;            // (NKV, max_splits, G, HD + 2): m, l, acc
-  unsigned* counters;     // [0] grid barrier, [1 + g] tickets
-  unsigned long long* trace;  // (L, kStamps, grid) globaltimer ns at each phase end, or nullptr
-  const float* inv_freq;
-  const int32_t* start;
-};
 
 // ---- the chunk schedule (producer and consumers compute the same one) ----------------------------------------
 struct Mat {
@@ -132,38 +99,6 @@ __device__ __forceinline__ Plan plan_of(const Mat& m) {
   return pl;
 }
 
-// ---- waits ------------------------------------------------------------------------------------------------
-// Every wait of the kernel is bounded: a schedule bug or a block that never became resident would otherwise hang
-// the process. After 2e10 cycles (~10 s at the H200's 1.98 GHz) it reports where it waited and traps (the launch
-// then fails with an error the host reports).
-constexpr long long kWaitCycles = 20'000'000'000LL;
-__device__ __noinline__ void wait_failed(const char* what, unsigned a, unsigned b) {
-  printf("decode_stack: block %d thread %d gave up waiting on %s (%u, %u)\n", int(blockIdx.x), int(threadIdx.x),
-         what, a, b);
-  __trap();
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity, const char* what, unsigned chunk) {
-  if (anvil_mbar_try_wait(bar, parity)) return;
-  const long long t0 = clock64();
-  while (!anvil_mbar_try_wait(bar, parity))
-    if (clock64() - t0 > kWaitCycles) wait_failed(what, chunk, parity);
-}
-
-// A consumer's wait for chunk `chunk` = use `use` of ring slot `slot`. The full barrier's parity alone cannot
-// tell use k from use k + 2: a warp that runs ahead (warp 0 wants chunk 16 = use 1 of slot 4 while chunk 4 = use
-// 0 is still in flight for warp 4) would find "parity 1 complete" (the phase before the first) and read a slot
-// still being filled. So the producer publishes in `issued[slot]` which use it last started, and a consumer
-// first waits for its own use to be the slot's current one; from there the parity is unambiguous.
-__device__ __forceinline__ void wait_chunk(volatile unsigned* issued, uint64_t* full, unsigned slot, unsigned use,
-                                           unsigned chunk) {
-  if (issued[slot] != use) {
-    const long long t0 = clock64();
-    while (issued[slot] != use)
-      if (clock64() - t0 > kWaitCycles) wait_failed("a chunk to be issued", chunk, issued[slot]);
-  }
-  mbar_wait(&full[slot], use & 1u, "a full slot", chunk);
-}
-
 // ---- producer ----------------------------------------------------------------------------------------------
 template <int ES>
 __device__ void produce(const Params& p, uint8_t* ring, uint64_t* full, uint64_t* empty, volatile unsigned* issued) {
@@ -193,39 +128,6 @@ __device__ void produce(const Params& p, uint8_t* ring, uint64_t* full, uint64_t
   }
 }
 
-// ---- consumer helpers --------------------------------------------------------------------------------------
-__device__ __forceinline__ void consumer_sync() { anvil_bar_sync(kBarConsumers, kConsumers); }
-
-__device__ __forceinline__ float consumer_sum(float v, float* red) {
-  const int lane = threadIdx.x % kW, warp = threadIdx.x / kW;
-  v = gpu::warp_sum(v);
-  if (lane == 0) red[warp] = v;
-  consumer_sync();
-  float t = 0.f;
-#pragma unroll
-  for (int w = 0; w < kWarps; w++) t += red[w];
-  consumer_sync();  // red is reused by the next call
-  return t;
-}
-
-// Every block arrives, then waits for all: the phase's global writes are visible after it (fence + counter).
-__device__ __forceinline__ void grid_sync(unsigned* counter, unsigned& passed) {
-  consumer_sync();
-  passed++;
-  if (threadIdx.x == 0) {
-    __threadfence();
-    atomicAdd(counter, 1u);
-    const unsigned target = passed * gridDim.x;
-    const long long t0 = clock64();
-    while (anvil_load_acquire_gpu(counter) < target)
-      if (clock64() - t0 > kWaitCycles) wait_failed("the grid barrier", passed, anvil_load_acquire_gpu(counter));
-    __threadfence();
-  }
-  consumer_sync();
-}
-
-__device__ __forceinline__ float lo_f32(uint32_t u) { return __uint_as_float(u << 16); }
-__device__ __forceinline__ float hi_f32(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
 
 // Partial dot product of n weights at w (shared, ES bytes each) with x[0, n) (shared, bf16): each lane takes the
 // 16-byte packs lane, lane + W, ...; the caller reduces over the warp.
@@ -366,195 +268,6 @@ __device__ void swiglu_rows(const bf16* g, const bf16* u, int a, int b, bf16* ou
     out[a + i] = from_f32<bf16>(swiglu_f32<bf16>(to_f32(g[i]), to_f32(u[i])));
 }
 
-// ---- attention (phase 2) -----------------------------------------------------------------------------------
-__device__ __forceinline__ float ref_of(float m) { return m == -INFINITY ? 0.f : m; }
-// One bf16 that another block wrote in this launch (through L2).
-__device__ __forceinline__ bf16 load_l2(const bf16* p) {
-  bf16 v;
-  v.bits = anvil_load_l2(reinterpret_cast<const uint16_t*>(p));
-  return v;
-}
-
-template <int DPL>
-__device__ __forceinline__ void load_dims(const bf16* p, float (&f)[DPL]) {
-  if constexpr (DPL == 4) {
-    const uint2 v = *reinterpret_cast<const uint2*>(p);
-    f[0] = lo_f32(v.x), f[1] = hi_f32(v.x), f[2] = lo_f32(v.y), f[3] = hi_f32(v.y);
-  } else if constexpr (DPL == 2) {
-    const uint32_t v = *reinterpret_cast<const uint32_t*>(p);
-    f[0] = lo_f32(v), f[1] = hi_f32(v);
-  } else {
-    f[0] = to_f32(*p);
-  }
-}
-
-template <int HD, int G>
-__device__ void attention(const Params& p, const Layer& ly, float* sm) {
-  constexpr int DPL = HD / kW, HALF = HD / 2;
-  const int lane = threadIdx.x % kW, warp = threadIdx.x / kW;
-  const int pos = p.start[0], len = pos + 1;
-  const int nsplit0 = max(1, min(p.max_splits, (len + kAttnRows - 1) / kAttnRows));
-  const int rps = (len + nsplit0 - 1) / nsplit0, nsplit = (len + rps - 1) / rps;
-  const int item = blockIdx.x;
-  if (item >= p.NKV * nsplit) return;
-  const int g = item / nsplit, s = item % nsplit, j0 = s * rps, j1 = min(len, j0 + rps);
-  float* cs = sm;                     // [HD]: cos, then sin
-  float* qs = cs + HD;                // [G][HD] rotated q * scale * log2(e)
-  float* kn = qs + G * HD;            // [HD] the new k (rotated) and v, as bf16 values
-  float* vn = kn + HD;
-  float* mm = vn + HD;                // [kWarps][G] (m, l)
-  float* ml = mm + kWarps * G;
-  float* macc = ml + kWarps * G;      // [kWarps][G][HD]
-  int* s_last = reinterpret_cast<int*>(macc + kWarps * G * HD);
-
-  for (int i = threadIdx.x; i < HALF; i += kConsumers) {
-    float sn, cn;
-    sincosf(float(pos) * p.inv_freq[i], &sn, &cn);
-    cs[i] = cn, cs[HALF + i] = sn;
-  }
-  consumer_sync();
-  // Rotations: G q-heads and the k head, pairs (i, i + HD/2); then v. Rounded to bf16 as rope_append stores them.
-  const bool last_split = s == nsplit - 1;  // it holds row pos: it appends k and v to the cache
-  for (int t = threadIdx.x; t < (G + 1) * HALF; t += kConsumers) {
-    const int hh = t / HALF, i = t % HALF;
-    const bf16* src = hh < G ? p.qkv + (g * G + hh) * HD : p.qkv + p.QD + g * HD;
-    const float x1 = to_f32(load_l2(src + i)), x2 = to_f32(load_l2(src + i + HALF));
-    const bf16 y1 = from_f32<bf16>(x1 * cs[i] - x2 * cs[HALF + i]);
-    const bf16 y2 = from_f32<bf16>(x2 * cs[i] + x1 * cs[HALF + i]);
-    if (hh < G) {
-      qs[hh * HD + i] = to_f32(y1) * p.scale_log2, qs[hh * HD + i + HALF] = to_f32(y2) * p.scale_log2;
-    } else {
-      kn[i] = to_f32(y1), kn[i + HALF] = to_f32(y2);
-      if (last_split) {
-        bf16* kc = ly.kc + (int64_t(pos) * p.NKV + g) * HD;
-        kc[i] = y1, kc[i + HALF] = y2;
-      }
-    }
-  }
-  for (int i = threadIdx.x; i < HD; i += kConsumers) {
-    const bf16 v = load_l2(p.qkv + p.QD + p.KVD + g * HD + i);
-    vn[i] = to_f32(v);
-    if (last_split) ly.vc[(int64_t(pos) * p.NKV + g) * HD + i] = v;
-  }
-  consumer_sync();
-
-  float qf[G][DPL], acc[G][DPL], m[G], l[G];
-#pragma unroll
-  for (int gi = 0; gi < G; gi++) {
-#pragma unroll
-    for (int d = 0; d < DPL; d++) qf[gi][d] = qs[gi * HD + lane * DPL + d], acc[gi][d] = 0.f;
-    m[gi] = -INFINITY, l[gi] = 0.f;
-  }
-  // Rows per warp per step, all loaded before any math. Within the 128 registers 13 warps per SM allow: G = 4 at
-  // HD 128 with R = 4 spilled (56 B stores, 244 B loads, nvcc 13); R = 2 does not.
-  constexpr int R = G >= 4 ? 2 : 4;
-  const int64_t stride = int64_t(p.NKV) * HD;
-  const bf16* kb = ly.kc + int64_t(g) * HD + lane * DPL;
-  const bf16* vb = ly.vc + int64_t(g) * HD + lane * DPL;
-  for (int base = j0 + warp; base < j1; base += kWarps * R) {
-    float kf[R][DPL], vf[R][DPL];
-    bool valid[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-      const int j = base + r * kWarps;
-      valid[r] = j < j1;
-      if (valid[r] && j != pos) {
-        load_dims<DPL>(kb + j * stride, kf[r]);
-        load_dims<DPL>(vb + j * stride, vf[r]);
-      } else {
-#pragma unroll
-        for (int d = 0; d < DPL; d++) {  // the new row comes from shared memory; rows past the split are zeros
-          kf[r][d] = valid[r] ? kn[lane * DPL + d] : 0.f;
-          vf[r][d] = valid[r] ? vn[lane * DPL + d] : 0.f;
-        }
-      }
-    }
-    float sc[R][G];
-#pragma unroll
-    for (int r = 0; r < R; r++)
-#pragma unroll
-      for (int gi = 0; gi < G; gi++) {
-        float d = 0.f;
-#pragma unroll
-        for (int e = 0; e < DPL; e++) d = fmaf(qf[gi][e], kf[r][e], d);
-        d = gpu::warp_sum(d);
-        sc[r][gi] = valid[r] ? d : -INFINITY;
-      }
-#pragma unroll
-    for (int gi = 0; gi < G; gi++) {
-      float mx = m[gi];
-#pragma unroll
-      for (int r = 0; r < R; r++) mx = fmaxf(mx, sc[r][gi]);
-      const float ref = ref_of(mx), alpha = ANVIL_EXP2_FTZ(m[gi] - ref);
-      m[gi] = mx, l[gi] *= alpha;
-#pragma unroll
-      for (int d = 0; d < DPL; d++) acc[gi][d] *= alpha;
-#pragma unroll
-      for (int r = 0; r < R; r++) {
-        const float e = ANVIL_EXP2_FTZ(sc[r][gi] - ref);
-        l[gi] += e;
-#pragma unroll
-        for (int d = 0; d < DPL; d++) acc[gi][d] = fmaf(e, vf[r][d], acc[gi][d]);
-      }
-    }
-  }
-  // Warps merge through shared memory in warp order.
-#pragma unroll
-  for (int gi = 0; gi < G; gi++) {
-#pragma unroll
-    for (int d = 0; d < DPL; d++) macc[(warp * G + gi) * HD + lane * DPL + d] = acc[gi][d];
-    if (lane == 0) mm[warp * G + gi] = m[gi], ml[warp * G + gi] = l[gi];
-  }
-  consumer_sync();
-  for (int t = threadIdx.x; t < G * HD; t += kConsumers) {
-    const int gi = t / HD, d = t % HD;
-    float mx = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; w++) mx = fmaxf(mx, mm[w * G + gi]);
-    const float ref = ref_of(mx);
-    float a = 0.f, ls = 0.f;
-#pragma unroll
-    for (int w = 0; w < kWarps; w++) {
-      const float f = ANVIL_EXP2_FTZ(mm[w * G + gi] - ref);
-      ls += f * ml[w * G + gi];
-      a += f * macc[(w * G + gi) * HD + d];
-    }
-    if (nsplit == 1) {
-      p.att[(g * G + gi) * HD + d] = from_f32<bf16>(a / ls);
-    } else {
-      float* pp = p.part + ((int64_t(g) * p.max_splits + s) * G + gi) * (HD + 2);
-      if (d == 0) pp[0] = mx, pp[1] = ls;
-      pp[2 + d] = a;
-    }
-  }
-  if (nsplit == 1) return;
-  // The last block of the group to finish combines the splits, in split order (deterministic).
-  consumer_sync();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    const unsigned t = atomicAdd(&p.counters[1 + g], 1u);
-    *s_last = t == unsigned(nsplit - 1);
-    if (*s_last) atomicExch(&p.counters[1 + g], 0u);
-  }
-  consumer_sync();
-  if (!*s_last) return;
-  __threadfence();
-  const float* pg = p.part + int64_t(g) * p.max_splits * G * (HD + 2);
-  for (int t = threadIdx.x; t < G * HD; t += kConsumers) {
-    const int gi = t / HD, d = t % HD;
-    float mx = -INFINITY;
-    for (int k = 0; k < nsplit; k++) mx = fmaxf(mx, anvil_load_l2(pg + (k * G + gi) * (HD + 2)));
-    float a = 0.f, ls = 0.f;
-    for (int k = 0; k < nsplit; k++) {
-      const float* pp = pg + (k * G + gi) * (HD + 2);
-      const float f = ANVIL_EXP2_FTZ(anvil_load_l2(pp) - mx);
-      ls = fmaf(f, anvil_load_l2(pp + 1), ls);
-      a = fmaf(f, anvil_load_l2(pp + 2 + d), a);
-    }
-    p.att[(g * G + gi) * HD + d] = from_f32<bf16>(a / ls);
-  }
-}
-
 // ---- the kernel --------------------------------------------------------------------------------------------
 template <int ES, int HD, int G>
 __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params p) {
@@ -636,11 +349,6 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
   }
 }
 
-// Shared floats the attention phase needs (inside the x region): cos/sin, q, new k and v, the warps' (m, l) and
-// accumulators, the ticket flag.
-int attn_floats(int HD, int G) {
-  return HD + G * HD + 2 * HD + 2 * kWarps * G + kWarps * G * HD + 1;
-}
 // The x region: the largest GEMM input (T), the attention phase's floats, or x (C) with the gate and up outputs
 // of the block's rows (at most ceil(H / grid) each).
 int x_region_bytes(const DecodeStackShape& s, int grid) {
@@ -692,6 +400,18 @@ void print_trace(const Tensor& t, int L, int grid) {
   std::fprintf(stderr, "  %-26s %8.2f\n", "layer", total / 1e3);
 }
 
+// Byte offsets of the plan's scratch: qkv (QD + 2 KVD), att (QD), gu (H) bf16, each rounded to 64 elements, then
+// the attention partials (NKV, max_splits, G, HD + 2) f32.
+struct Scratch {
+  int64_t qkv = 0, att, gu, part, bytes;
+  Scratch(const DecodeStackShape& s, int64_t max_splits) {
+    auto r64 = [](int64_t n) { return (n + 63) / 64 * 64; };
+    const int64_t QD = s.NH * s.HD, KVD = s.NKV * s.HD;
+    att = qkv + 2 * r64(QD + 2 * KVD), gu = att + 2 * r64(QD), part = gu + 2 * r64(s.H);
+    bytes = part + 4 * s.NKV * max_splits * (s.NH / s.NKV) * (s.HD + 2);
+  }
+};
+
 using KernelFn = void (*)(const Params);
 template <int ES, int HD>
 KernelFn pick_g(int G) {
@@ -736,13 +456,13 @@ DecodeStack::DecodeStack(const DecodeStackShape& s, const std::vector<DecodeStac
   std::vector<Layer> host(static_cast<size_t>(L_));
   for (size_t l = 0; l < layers.size(); l++) {
     const DecodeStackLayer& d = layers[l];
-    const LinearWeight* ws[4] = {&d.qkv, &d.o, &d.gate_up, &d.down};
+    const DecodeStackWeight* ws[4] = {&d.qkv, &d.o, &d.gate_up, &d.down};
     Layer& h = host[l];
     for (int m = 0; m < 4; m++) {
       h.w[m] = static_cast<const uint8_t*>(ws[m]->w.data_ptr());
-      const bool fp8 = ws[m]->is_fp8();
-      h.ws[m] = fp8 ? ws[m]->w_scale.data<float>() : nullptr;
-      h.ws_stride[m] = fp8 && ws[m]->w_scale.numel() > 1 ? 1 : 0;
+      const bool fp8 = dtype_is_fp8(wdt_);
+      h.ws[m] = fp8 ? ws[m]->scale.data<float>() : nullptr;
+      h.ws_stride[m] = fp8 && ws[m]->scale.numel() > 1 ? 1 : 0;
     }
     h.in_norm = d.in_norm.data<bf16>(), h.post_norm = d.post_norm.data<bf16>();
     h.kc = d.k_cache.data<bf16>(), h.vc = d.v_cache.data<bf16>();
@@ -750,14 +470,9 @@ DecodeStack::DecodeStack(const DecodeStackShape& s, const std::vector<DecodeStac
   Tensor bytes = Tensor::empty({int64_t(host.size() * sizeof(Layer))}, DType::u8, Device::cpu());
   std::memcpy(bytes.data_ptr(), host.data(), host.size() * sizeof(Layer));
   table_ = bytes.to(dev);
-  const int64_t QD = s.NH * s.HD, KVD = s.NKV * s.HD, G = s.NH / s.NKV;
   const int cus = gpu::device_info(gpu::current_device()).compute_units;
-  const int64_t max_splits = std::max<int64_t>(1, std::min<int64_t>(cus / s.NKV, (Tmax_ + kAttnRows - 1) / kAttnRows));
-  // bf16 scratch: qkv (QD + 2 KVD), att (QD), gu (H), each rounded to 64 elements; then f32 partials.
-  auto r64 = [](int64_t n) { return (n + 63) / 64 * 64; };
-  const int64_t n16 = r64(QD + 2 * KVD) + r64(QD) + r64(s.H);
-  const int64_t nf = s.NKV * max_splits * G * (s.HD + 2);
-  scratch_ = Tensor::empty({n16 * 2 + nf * 4}, DType::u8, dev);
+  max_splits_ = std::max<int64_t>(1, std::min<int64_t>(cus / s.NKV, (Tmax_ + kAttnRows - 1) / kAttnRows));
+  scratch_ = Tensor::empty({Scratch(s, max_splits_).bytes}, DType::u8, dev);
   counters_ = Tensor::zeros({1 + s.NKV}, DType::i32, dev);
 }
 
@@ -772,14 +487,13 @@ void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branc
   check_shape(op, "start", start, {1});
   check_dtype(op, "start", start, DType::i32);
   const int64_t QD = s_.NH * s_.HD, KVD = s_.NKV * s_.HD, G = s_.NH / s_.NKV;
-  auto r64 = [](int64_t n) { return (n + 63) / 64 * 64; };
   const int cus = gpu::device_info(gpu::current_device()).compute_units;
   Params p{};
   p.layers = reinterpret_cast<const Layer*>(table_.data_ptr());
   p.L = int(L_), p.C = int(s_.C), p.NH = int(s_.NH), p.NKV = int(s_.NKV), p.H = int(s_.H);
   p.QD = int(QD), p.KVD = int(KVD), p.Tmax = int(Tmax_);
   p.slots = ring_slots(s_), p.x_bytes = x_region_bytes(s_, cus);
-  p.max_splits = int(std::max<int64_t>(1, std::min<int64_t>(cus / s_.NKV, (Tmax_ + kAttnRows - 1) / kAttnRows)));
+  p.max_splits = int(max_splits_);
   p.eps = s_.eps, p.scale_log2 = s_.attn_scale * 1.4426950408889634f;
   // Weights leave L2 first, so the activations and KV cache the bubbles read stay in it. H200, 8B shape, batch 1,
   // two runs each: bf16 4.348 / 4.363 -> 4.236 / 4.236 ms/token, FP8 3.082 / 3.106 -> 3.033 / 3.035; the trace
@@ -788,9 +502,10 @@ void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branc
   const char* l2 = std::getenv("ANVIL_DECODE_STACK_L2");
   p.l2_first = !(l2 && std::strcmp(l2, "normal") == 0);
   p.h0 = h0.data<bf16>(), p.h1 = h1.data<bf16>(), p.branch = branch.data<bf16>();
-  bf16* s16 = reinterpret_cast<bf16*>(scratch_.data_ptr());
-  p.qkv = s16, p.att = s16 + r64(QD + 2 * KVD), p.gu = p.att + r64(QD);
-  p.part = reinterpret_cast<float*>(p.gu + r64(s_.H));
+  uint8_t* sb = static_cast<uint8_t*>(scratch_.data_ptr());
+  const Scratch sl(s_, max_splits_);
+  p.qkv = reinterpret_cast<bf16*>(sb + sl.qkv), p.att = reinterpret_cast<bf16*>(sb + sl.att);
+  p.gu = reinterpret_cast<bf16*>(sb + sl.gu), p.part = reinterpret_cast<float*>(sb + sl.part);
   p.counters = reinterpret_cast<unsigned*>(counters_.data_ptr());
   p.inv_freq = inv_freq_.data<float>(), p.start = start.data<int32_t>();
   const KernelFn k = dtype_is_fp8(wdt_) ? pick<1>(int(s_.HD), int(G)) : pick<2>(int(s_.HD), int(G));

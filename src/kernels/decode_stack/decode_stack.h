@@ -15,8 +15,8 @@
 // After the call the residual before the final norm is h1 + branch (the caller's final add_rms_norm and LM head).
 //
 // Shapes:  h0, h1, branch (1, C) T; h0 holds the embedded token on entry, h1 and branch are overwritten.
-//          Per layer: qkv (QD + 2 KVD, C), o (C, QD), gate_up (2H, C), down (C, H) weights (LinearWeight: T, or
-//          e4m3fn with f32 scales of shape (1) or (rows)); in_norm, post_norm (C) T; k_cache, v_cache
+//          Per layer: qkv (QD + 2 KVD, C), o (C, QD), gate_up (2H, C), down (C, H) weights (T, or e4m3fn with
+//          f32 scales of shape (1) or (rows): y = x @ (scale * w)^T); in_norm, post_norm (C) T; k_cache, v_cache
 //          (1, Tmax, NKV, HD) T.  start (1) i32 on the device: the token's position; inv_freq (HD/2) f32.
 //          QD = NH * HD, KVD = NKV * HD.
 // Dtypes:  T = bf16 (the activations and caches); weights bf16 or e4m3fn (weight-only FP8 as skinny_gemm).
@@ -36,12 +36,16 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "models/common/linear.h"
 
 namespace anvil {
 
+struct DecodeStackWeight {
+  Tensor w;      // (rows, cols) T or e4m3fn
+  Tensor scale;  // e4m3fn: f32 (1) or (rows); else undefined
+};
+
 struct DecodeStackLayer {
-  LinearWeight qkv, o, gate_up, down;
+  DecodeStackWeight qkv, o, gate_up, down;
   Tensor in_norm, post_norm, k_cache, v_cache;
 };
 
@@ -67,6 +71,7 @@ class DecodeStack {
   [[maybe_unused]] int64_t L_ = 0;
   [[maybe_unused]] int64_t Tmax_ = 0;
   [[maybe_unused]] DType wdt_ = DType::bf16;
+  [[maybe_unused]] int64_t max_splits_ = 1;  // attention splits per kv-head at most (scratch_ holds their partials)
   Tensor table_;    // the layer table (device copy of decode_stack.cu's Layer structs, as bytes)
   Tensor scratch_;  // qkv, att, gu (T) and attention partials (f32)
   Tensor counters_; // i32: [0] grid barrier, [1, 1 + NKV) attention tickets

@@ -212,7 +212,8 @@ void LlamaModel::step(InferState& st_base, const Tensor& ids_in, Tensor& logits)
         std::vector<DecodeStackLayer> ls;
         for (size_t l = 0; l < layers_.size(); l++) {
           const LlamaLayer& ly = layers_[l];
-          ls.push_back({ly.lin_qkv, ly.lin_wo, ly.lin_gate_up, ly.lin_down, ly.in_norm->weight,
+          auto w = [](const LinearWeight& lw) { return DecodeStackWeight{lw.w, lw.w_scale}; };
+          ls.push_back({w(ly.lin_qkv), w(ly.lin_wo), w(ly.lin_gate_up), w(ly.lin_down), ly.in_norm->weight,
                         ly.post_norm->weight, st.k_cache[l], st.v_cache[l]});
         }
         st.stack_why = dtype_ == DType::bf16 ? decode_stack_unsupported(sh, ls) : "bf16 activations";

@@ -1,0 +1,119 @@
+// Shared pieces of the decode_stack kernel (decode_stack.cu) and its attention phase (decode_stack_attention.cuh):
+// the block shape, the per-layer table and parameters, bounded waits, and the consumer warps' barriers.
+// CUDA only (bulk copies): included where ANVIL_HAS_BULK_COPY is set.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+
+#include "backends/gpu/common.cuh"
+
+#ifdef ANVIL_HAS_BULK_COPY
+namespace anvil::decode_stack_gpu {
+
+constexpr int kW = gpu::kWarpSize;
+constexpr int kWarps = 12;                        // consumer warps
+constexpr int kConsumers = kWarps * kW;
+constexpr int kThreads = kConsumers + kW;         // + the producer warp
+constexpr int kChunk = 16384;                     // bytes per ring slot
+constexpr int kMaxSlots = 16;
+constexpr int kMinSlots = 4;
+constexpr int kAttnRows = 64;                     // rows per attention split at least
+constexpr int kBarConsumers = 1;                  // hardware barrier id of the consumer warps
+
+struct Layer {
+  const uint8_t* w[4];    // q|k|v (QD + 2 KVD, C), o (C, QD), gate|up (2H, C), down (C, H)
+  const float* ws[4];     // FP8 scales, or nullptr for 16-bit weights
+  int ws_stride[4];       // 1: per row; 0: per tensor
+  const bf16* in_norm;
+  const bf16* post_norm;
+  bf16* kc;               // (Tmax, NKV, HD)
+  bf16* vc;
+};
+
+struct Params {
+  const Layer* layers;
+  int L, C, NH, NKV, H, QD, KVD, Tmax, slots, x_bytes, max_splits;
+  int l2_first;           // weights copied with an L2 evict-first policy (default)
+  float eps, scale_log2;  // attention scale * log2(e)
+  bf16* h0;
+  bf16* h1;
+  bf16* branch;
+  bf16* qkv;              // (QD + 2 KVD)
+  bf16* att;              // (QD)
+  bf16* gu;               // (H) silu(gate) * up: down's input
+  float* part;            // (NKV, max_splits, G, HD + 2): m, l, acc
+  unsigned* counters;     // [0] grid barrier, [1 + g] tickets
+  unsigned long long* trace;  // (L, kStamps, grid) globaltimer ns at each phase end, or nullptr
+  const float* inv_freq;
+  const int32_t* start;
+};
+
+// ---- waits ------------------------------------------------------------------------------------------------
+// Every wait of the kernel is bounded: a schedule bug or a block that never became resident would otherwise hang
+// the process. After 2e10 cycles (~10 s at the H200's 1.98 GHz) it reports where it waited and traps (the launch
+// then fails with an error the host reports).
+constexpr long long kWaitCycles = 20'000'000'000LL;
+static __device__ __noinline__ void wait_failed(const char* what, unsigned a, unsigned b) {
+  printf("decode_stack: block %d thread %d gave up waiting on %s (%u, %u)\n", int(blockIdx.x), int(threadIdx.x),
+         what, a, b);
+  __trap();
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity, const char* what, unsigned chunk) {
+  if (anvil_mbar_try_wait(bar, parity)) return;
+  const long long t0 = clock64();
+  while (!anvil_mbar_try_wait(bar, parity))
+    if (clock64() - t0 > kWaitCycles) wait_failed(what, chunk, parity);
+}
+
+// A consumer's wait for chunk `chunk` = use `use` of ring slot `slot`. The full barrier's parity alone cannot
+// tell use k from use k + 2: a warp that runs ahead (warp 0 wants chunk 16 = use 1 of slot 4 while chunk 4 = use
+// 0 is still in flight for warp 4) would find "parity 1 complete" (the phase before the first) and read a slot
+// still being filled. So the producer publishes in `issued[slot]` which use it last started, and a consumer
+// first waits for its own use to be the slot's current one; from there the parity is unambiguous.
+__device__ __forceinline__ void wait_chunk(volatile unsigned* issued, uint64_t* full, unsigned slot, unsigned use,
+                                           unsigned chunk) {
+  if (issued[slot] != use) {
+    const long long t0 = clock64();
+    while (issued[slot] != use)
+      if (clock64() - t0 > kWaitCycles) wait_failed("a chunk to be issued", chunk, issued[slot]);
+  }
+  mbar_wait(&full[slot], use & 1u, "a full slot", chunk);
+}
+
+// ---- consumer helpers --------------------------------------------------------------------------------------
+__device__ __forceinline__ void consumer_sync() { anvil_bar_sync(kBarConsumers, kConsumers); }
+
+__device__ __forceinline__ float consumer_sum(float v, float* red) {
+  const int lane = threadIdx.x % kW, warp = threadIdx.x / kW;
+  v = gpu::warp_sum(v);
+  if (lane == 0) red[warp] = v;
+  consumer_sync();
+  float t = 0.f;
+#pragma unroll
+  for (int w = 0; w < kWarps; w++) t += red[w];
+  consumer_sync();  // red is reused by the next call
+  return t;
+}
+
+// Every block arrives, then waits for all: the phase's global writes are visible after it (fence + counter).
+__device__ __forceinline__ void grid_sync(unsigned* counter, unsigned& passed) {
+  consumer_sync();
+  passed++;
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(counter, 1u);
+    const unsigned target = passed * gridDim.x;
+    const long long t0 = clock64();
+    while (anvil_load_acquire_gpu(counter) < target)
+      if (clock64() - t0 > kWaitCycles) wait_failed("the grid barrier", passed, anvil_load_acquire_gpu(counter));
+    __threadfence();
+  }
+  consumer_sync();
+}
+
+__device__ __forceinline__ float lo_f32(uint32_t u) { return __uint_as_float(u << 16); }
+__device__ __forceinline__ float hi_f32(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
+
+}  // namespace anvil::decode_stack_gpu
+
+#endif  // ANVIL_HAS_BULK_COPY
