@@ -43,7 +43,8 @@ std::string decode_stack_unsupported(const DecodeStackShape& s, const std::vecto
       if ((reinterpret_cast<uintptr_t>(w.data_ptr()) & 15) != 0) return "16-byte aligned weights";
       if (dtype_is_fp8(wdt)) {
         const Tensor& sc = ws[m]->scale;
-        if (!sc.defined() || sc.dtype() != DType::f32 || !sc.is_contiguous() || (sc.numel() != 1 && sc.numel() != shapes[m][0]))
+        const bool shaped = sc.defined() && (sc.numel() == 1 || sc.numel() == shapes[m][0]);
+        if (!shaped || sc.dtype() != DType::f32 || !sc.is_contiguous())
           return str("f32 weight scales of (1) or (", shapes[m][0], "), got ", sc.describe());
       }
     }
