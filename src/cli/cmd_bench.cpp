@@ -38,6 +38,9 @@ int run_decode(const BenchDecodeOptions& o) {
   std::printf("prefill    %.2f ms\n", r.prefill_ms);
   std::printf("decode     %.3f ms/step median (p10 %.3f, p90 %.3f), %.1f tokens/s\n", r.median_ms, r.p10_ms,
               r.p90_ms, r.tokens_per_s);
+  if (r.device_ms > 0)
+    std::printf("on device  %.3f ms/step median between events before and after the step (the rest is host time)\n",
+                r.device_ms);
   std::printf("floor      %.3f GB of weights per step at %.2f TB/s (%s) = %.3f ms\n", 1e-9 * double(r.weight_bytes),
               1e-12 * bw, o.bandwidth_tbs > 0 ? "given" : "measured: 1 GiB device copy", floor_ms);
   std::printf("efficiency %.1f%% of the floor (weights only; KV cache reads not counted)\n",
@@ -155,6 +158,9 @@ int run_bench(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   decode->add_option("--seed", d.bench.seed, "seed of the random token ids fed")->capture_default_str();
+  decode->add_flag("--host-ids", d.bench.host_ids,
+                   "upload each step's ids from the host inside the timed region (a loop that samples on the CPU); "
+                   "by default they are on the device before timing, as when sampling on the device");
   decode->add_option("--bandwidth-tbs", d.bandwidth_tbs,
                      "memory bandwidth for the floor in TB/s (0 = measure a 1 GiB device copy)")
       ->check(CLI::NonNegativeNumber)

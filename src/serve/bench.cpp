@@ -7,6 +7,9 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#ifdef ANVIL_HAS_GPU
+#include "backends/gpu/runtime.h"
+#endif
 
 namespace anvil {
 
@@ -29,6 +32,34 @@ bool is_embedding(const std::string& name) {
 }
 
 // Seeded random ids (B, T) in [0, V) on `device`.
+// Events recorded on the stream before and after each step: the step's time as the GPU saw it, which leaves
+// out the host's work before the first launch and after the last, and keeps any wait inside the step.
+struct StepEvents {
+#ifdef ANVIL_HAS_GPU
+  bool on = false;
+  gpu::EventHandle a = nullptr, b = nullptr;
+  explicit StepEvents(Device d) : on(d.is_gpu()) {
+    if (on) a = gpu::event_create(), b = gpu::event_create();
+  }
+  ~StepEvents() {
+    if (a) gpu::event_destroy(a);
+    if (b) gpu::event_destroy(b);
+  }
+  void begin() {
+    if (on) gpu::event_record(a, gpu::current_stream());
+  }
+  void end() {
+    if (on) gpu::event_record(b, gpu::current_stream());
+  }
+  double ms() const { return on ? double(gpu::event_elapsed_ms(a, b)) : 0.0; }  // after a synchronisation
+#else
+  explicit StepEvents(Device) {}
+  void begin() {}
+  void end() {}
+  double ms() const { return 0.0; }
+#endif
+};
+
 Tensor random_ids(int64_t B, int64_t T, int64_t V, uint64_t seed, uint64_t offset, Device device) {
   Tensor t = Tensor::empty({B, T}, DType::i32, Device::cpu());
   int32_t* p = t.data<int32_t>();
@@ -89,16 +120,29 @@ DecodeBenchResult bench_decode(CausalLM& model, const DecodeBenchConfig& cfg) {
   be.synchronize();
   r.prefill_ms = ms_since(t0);
 
-  // The ids are made and uploaded inside the timed region, as a serving loop does it (B * 4 bytes).
-  uint64_t offset = uint64_t(cfg.batch) * uint64_t(cfg.prompt_len);
+  // By default every step's ids are on the device before timing: a serving loop that samples on the device
+  // feeds the step the id it just picked, and sends nothing from the host between steps. --host-ids makes and
+  // uploads them inside the timed region instead (B * 4 bytes and a synchronisation per step). The ids are the
+  // same either way: step s takes ids [offset + s * B, offset + (s + 1) * B) of the seeded stream.
+  const uint64_t offset = uint64_t(cfg.batch) * uint64_t(cfg.prompt_len);
+  Tensor all_ids;
+  if (!cfg.host_ids) all_ids = random_ids(cfg.tokens, cfg.batch, info.vocab, cfg.seed, offset, dev);
+  be.synchronize();
+  StepEvents ev(dev);
+  std::vector<double> dev_ms;
   for (int s = 0; s < cfg.tokens; s++) {
     auto ts = Clock::now();
-    Tensor ids = random_ids(cfg.batch, 1, info.vocab, cfg.seed, offset, dev);
+    const uint64_t at = offset + uint64_t(s) * uint64_t(cfg.batch);
+    Tensor ids = cfg.host_ids ? random_ids(cfg.batch, 1, info.vocab, cfg.seed, at, dev)
+                              : all_ids.select(0, s).view({cfg.batch, 1});
+    ev.begin();
     model.step(*state, ids, logits);
+    ev.end();
     be.synchronize();
     r.step_ms.push_back(ms_since(ts));
-    offset += uint64_t(cfg.batch);
+    dev_ms.push_back(ev.ms());
   }
+  r.device_ms = quantile(dev_ms, 0.5);
   r.median_ms = quantile(r.step_ms, 0.5);
   r.p10_ms = quantile(r.step_ms, 0.1);
   r.p90_ms = quantile(r.step_ms, 0.9);

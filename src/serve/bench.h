@@ -15,6 +15,7 @@ struct DecodeBenchConfig {
   int tokens = 128;       // timed one-token steps
   int64_t context = 0;    // cache capacity; 0 = prompt_len + tokens
   uint64_t seed = 0;      // the (random) token ids fed
+  bool host_ids = false;  // upload each step's ids inside the timed region (else on the device beforehand)
 };
 
 struct DecodeBenchResult {
@@ -22,6 +23,7 @@ struct DecodeBenchResult {
   double prefill_ms = 0;
   std::vector<double> step_ms;  // one per timed step, device synchronised
   double median_ms = 0, p10_ms = 0, p90_ms = 0;
+  double device_ms = 0;         // GPU: median time between events recorded before and after the step (0 on CPU)
   double tokens_per_s = 0;      // B / median step time
   int64_t weight_bytes = 0;     // read per step, see decode_weight_bytes
   std::string decode_path;      // InferState::decode_path after the run

@@ -1,7 +1,8 @@
 // The captured decode step against the same kernels run eagerly (GPU only): identical logits at every step,
 // since both launch the same deterministic kernels on the same buffers. And the decode step (one row: on sm_90
 // every layer in one decode_stack launch, elsewhere the skinny GEMMs and the one-launch decode attention) against
-// a prefill of the same tokens (many rows: the tiled GEMMs and the prefill attention).
+// a prefill of the same tokens (many rows: the tiled GEMMs and the prefill attention). And ids fed from the
+// device against ids fed from the host.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,7 +17,11 @@
 namespace anvil {
 namespace {
 
-std::vector<std::vector<float>> decode_logits(LlamaModel& m, int steps) {
+// How the decode steps get their ids: from the host (the step uploads them with the positions), already on the
+// device (the step uploads nothing: positions are advanced on the device), or alternating between the two.
+enum class Ids { host, device, alternate };
+
+std::vector<std::vector<float>> decode_logits(LlamaModel& m, int steps, Ids where = Ids::host) {
   const int64_t V = m.info().vocab;
   auto st = m.new_state(1, 64);
   Tensor logits = Tensor::empty({1, V}, DType::f32, m.device());
@@ -27,19 +32,25 @@ std::vector<std::vector<float>> decode_logits(LlamaModel& m, int steps) {
     auto row = logits.to_floats();
     out.push_back(row);
     const float id = float(parity::argmax(row, 0, size_t(V)));
-    m.step(*st, Tensor::from_floats({id}, {1, 1}, DType::i32, Device::cpu()), logits);
+    const bool dev = where == Ids::device || (where == Ids::alternate && s % 3 == 1);
+    m.step(*st, Tensor::from_floats({id}, {1, 1}, DType::i32, dev ? m.device() : Device::cpu()), logits);
   }
   return out;
+}
+
+// A 2-layer bf16 test model: width 256, MLP 512, vocab 512, `nh` heads over `nkv` kv-heads of `hd`.
+std::unique_ptr<LlamaModel> small_model(int nh, int nkv, int hd, uint64_t seed) {
+  LlamaConfig c;
+  c.vocab_size = 512, c.hidden_size = 256, c.intermediate_size = 512, c.num_hidden_layers = 2;
+  c.num_attention_heads = nh, c.num_key_value_heads = nkv, c.head_dim = hd, c.max_position_embeddings = 256;
+  c.rms_norm_eps = 1e-5, c.initializer_range = 0.1;
+  return LlamaModel::create(c, Device::gpu(0), DType::bf16, false, seed);
 }
 
 TEST(LlamaGraph, CapturedDecodeEqualsEager) {
   if (!gpu_available()) GTEST_SKIP() << "no GPU";
   // Head dim 64, the shape class of real models (the GPU attention kernels also take 16 and 32).
-  LlamaConfig c;
-  c.vocab_size = 512, c.hidden_size = 256, c.intermediate_size = 512, c.num_hidden_layers = 2;
-  c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 64, c.max_position_embeddings = 256;
-  c.rms_norm_eps = 1e-5, c.initializer_range = 0.1;
-  auto m = LlamaModel::create(c, Device::gpu(0), DType::bf16, false, 7);
+  auto m = small_model(4, 2, 64, 7);
   setenv("ANVIL_GRAPHS", "0", 1);
   auto eager = decode_logits(*m, 12);
   unsetenv("ANVIL_GRAPHS");
@@ -48,13 +59,23 @@ TEST(LlamaGraph, CapturedDecodeEqualsEager) {
   for (size_t s = 0; s < eager.size(); s++) EXPECT_EQ(eager[s], graph[s]) << "decode step " << s;
 }
 
+// Device ids skip every upload and the step advances its own positions; mixing the two kinds of step must keep
+// the positions right. Same kernels on the same buffers: identical logits.
+TEST(LlamaGraph, DeviceIdsEqualHostIds) {
+  if (!gpu_available()) GTEST_SKIP() << "no GPU";
+  auto m = small_model(4, 2, 64, 5);
+  const auto host = decode_logits(*m, 10, Ids::host);
+  const auto dev = decode_logits(*m, 10, Ids::device);
+  const auto mixed = decode_logits(*m, 10, Ids::alternate);
+  for (size_t s = 0; s < host.size(); s++) {
+    EXPECT_EQ(host[s], dev[s]) << "decode step " << s << ", device ids";
+    EXPECT_EQ(host[s], mixed[s]) << "decode step " << s << ", host and device ids alternating";
+  }
+}
+
 TEST(LlamaGraph, DecodeStepsMatchPrefill) {
   if (!gpu_available()) GTEST_SKIP() << "no GPU";
-  LlamaConfig c;
-  c.vocab_size = 512, c.hidden_size = 256, c.intermediate_size = 512, c.num_hidden_layers = 2;
-  c.num_attention_heads = 8, c.num_key_value_heads = 2, c.head_dim = 32, c.max_position_embeddings = 256;
-  c.rms_norm_eps = 1e-5, c.initializer_range = 0.1;
-  auto m = LlamaModel::create(c, Device::gpu(0), DType::bf16, false, 11);
+  auto m = small_model(8, 2, 32, 11);
   const int64_t V = m->info().vocab;
   const auto dec = decode_logits(*m, 8);  // dec[s]: after the 5-token prompt and s generated tokens
   std::vector<float> ids = {1, 17, 42, 7, 99};

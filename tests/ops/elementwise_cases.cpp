@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <climits>
 #include <cmath>
 
 #include "fp8_check.h"
@@ -86,6 +88,36 @@ void scale_cases(std::vector<OpCase>& out) {
       };
       out.push_back(c);
     }
+}
+
+// i32 positions: exact, with negative steps and one sum that wraps past INT32_MAX (as uint32 arithmetic does).
+void add_int_cases(std::vector<OpCase>& out) {
+  for (int64_t n : kSizes) {
+    OpCase c{"elementwise", str("add_int_(i32,[", n, "])")};
+    c.test = [=](const Ctx& ctx) {
+      std::vector<Check> r;
+      for (int32_t v : {1, -3, 2}) {
+        std::vector<int32_t> x(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; i++) x[size_t(i)] = int32_t(i * 37 % 4099) - 2000;
+        if (v == 2) x[size_t(n - 1)] = INT32_MAX;
+        std::vector<int64_t> ref(x.begin(), x.end());
+        add_int_ref(ref.data(), v, n);
+        for (auto& e : ref) e = int64_t(int32_t(uint32_t(uint64_t(e))));  // the int32 wrap
+        Tensor tx = Tensor::empty({n}, DType::i32, Device::cpu());
+        std::copy(x.begin(), x.end(), tx.data<int32_t>());
+        tx = tx.to(ctx.device);
+        add_int_(tx, v);
+        Tensor got = tx.to(Device::cpu());
+        int64_t bad = 0;
+        for (int64_t i = 0; i < n; i++) bad += got.data<int32_t>()[i] != ref[size_t(i)];
+        r.push_back({bad == 0, str("add_int_(", v, "): ", bad, " of ", n, " differ")});
+      }
+      Tensor f = Tensor::zeros({4}, DType::f32, ctx.device);
+      r.push_back(expect_error("add_int_ f32 x", "x of dtype i32", [&] { add_int_(f, 1); }));
+      return r;
+    };
+    out.push_back(c);
+  }
 }
 
 // Inputs over [-4, 6]: A_log = log(1..256) and below, outputs from -403 to -0.018. The tolerance allows 2 ulp
@@ -240,6 +272,7 @@ std::vector<OpCase> cases() {
   add_cases(out);
   add_inplace_cases(out);
   scale_cases(out);
+  add_int_cases(out);
   neg_exp_cases(out);
   addcmul_cases(out);
   f32_op_error_cases(out);

@@ -51,10 +51,13 @@ using namespace decode_stack_gpu;
 
 // ANVIL_DECODE_STACK_TRACE=1: each block's thread 0 stamps the end of every phase of every layer, and the host
 // prints where a step's time goes (eager steps only: it synchronises to read the stamps).
-constexpr int kStamps = 12;
+constexpr int kStamps = 18;
 const char* const kStampNames[kStamps] = {
-    "norm (in)",   "gemm q|k|v", "barrier 1", "rope + attention", "barrier 2", "stage att", "gemm o", "barrier 3",
-    "norm (post)", "gemm gate, up + swiglu + barrier 4", "stage x (down)", "gemm down + barrier 5"};
+    "norm (in)",      "gemm q|k|v (warp 0)",   "q|k|v: last warp", "barrier 1",
+    "rope + attention", "attention: last warp", "barrier 2",       "stage att",
+    "gemm o (warp 0)", "o: last warp",          "barrier 3",       "norm (post)",
+    "gate, up, swiglu: last warp", "barrier 4",  "stage x (down)",  "gemm down (warp 0)",
+    "down: last warp", "barrier 5"};
 
 // ---- the chunk schedule (producer and consumers compute the same one) ----------------------------------------
 struct Mat {
@@ -305,8 +308,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
   bf16* y_gate = x + (p.C + 7) / 8 * 8;
   bf16* y_up = y_gate + (rows_b - rows_a + 7) / 8 * 8;
   unsigned long long* tr = p.trace ? p.trace + blockIdx.x : nullptr;
+  auto at = [&](int l, int k) { return tr ? tr + (int64_t(l) * kStamps + k) * gridDim.x : nullptr; };
   auto stamp = [&](int l, int k) {
-    if (tr && threadIdx.x == 0) tr[(int64_t(l) * kStamps + k) * gridDim.x] = anvil_globaltimer_ns();
+    if (tr && threadIdx.x == 0) *at(l, k) = anvil_globaltimer_ns();
   };
   if (tr && threadIdx.x == 0) tr[int64_t(p.L) * kStamps * gridDim.x] = anvil_globaltimer_ns();  // the start
   for (int l = 0; l < p.L; l++) {
@@ -320,32 +324,38 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
     stamp(l, 0);
     gemm<ES>(p, mat_of<ES>(p, ly, 0), ly.ws[0], ly.ws_stride[0], ring, full, empty, issued, done, x, p.qkv, 0, c);
     stamp(l, 1);
-    grid_sync(p.counters, passed);
-    stamp(l, 2);
-    attention<HD, G>(p, ly, reinterpret_cast<float*>(x));
+    grid_sync(p.counters, passed, at(l, 2));
     stamp(l, 3);
-    grid_sync(p.counters, passed);
+    attention<HD, G>(p, ly, reinterpret_cast<float*>(x));
     stamp(l, 4);
-    stage_copy(p.att, p.QD, x);
-    stamp(l, 5);
-    gemm<ES>(p, mat_of<ES>(p, ly, 1), ly.ws[1], ly.ws_stride[1], ring, full, empty, issued, done, x, p.branch, 0, c);
+    grid_sync(p.counters, passed, at(l, 5));
     stamp(l, 6);
-    grid_sync(p.counters, passed);
+    stage_copy(p.att, p.QD, x);
     stamp(l, 7);
+    gemm<ES>(p, mat_of<ES>(p, ly, 1), ly.ws[1], ly.ws_stride[1], ring, full, empty, issued, done, x, p.branch, 0, c);
+    stamp(l, 8);
+    grid_sync(p.counters, passed, at(l, 9));
+    stamp(l, 10);
     stage_norm(p, h, p.branch, h_next, ly.post_norm, x, red);
     swap_h();
-    stamp(l, 8);
+    stamp(l, 11);
     gemm<ES>(p, mat_of<ES>(p, ly, 2), ly.ws[2], ly.ws_stride[2], ring, full, empty, issued, done, x, y_gate, rows_a, c);
     const float* ws_up = ly.ws[2] ? ly.ws[2] + int64_t(p.H) * ly.ws_stride[2] : nullptr;
     gemm<ES>(p, mat_of<ES>(p, ly, 3), ws_up, ly.ws_stride[2], ring, full, empty, issued, done, x, y_up, rows_a, c);
     swiglu_rows(y_gate, y_up, rows_a, rows_b, p.gu);
-    grid_sync(p.counters, passed);
-    stamp(l, 9);
+    grid_sync(p.counters, passed, at(l, 12));
+    stamp(l, 13);
     stage_copy(p.gu, p.H, x);
-    stamp(l, 10);
+    stamp(l, 14);
     gemm<ES>(p, mat_of<ES>(p, ly, 4), ly.ws[3], ly.ws_stride[3], ring, full, empty, issued, done, x, p.branch, 0, c);
-    if (l + 1 < p.L) grid_sync(p.counters, passed);
-    stamp(l, 11);
+    stamp(l, 15);
+    if (l + 1 < p.L) {
+      grid_sync(p.counters, passed, at(l, 16));
+    } else {
+      consumer_sync();
+      stamp(l, 16);
+    }
+    stamp(l, 17);
   }
 }
 
@@ -369,7 +379,7 @@ int ring_slots(const DecodeStackShape& s) {
 
 // Per phase: the mean over layers of the mean and of the latest block's time since the previous stamp (a phase
 // that ends in a grid barrier ends at the same time on every block, so its max is the barrier's release).
-void print_trace(const Tensor& t, int L, int grid) {
+void print_trace(const Tensor& t, int L, int grid, double launch_us) {
   const int64_t* v = t.data<int64_t>();
   auto at = [&](int l, int k, int b) { return double(v[(int64_t(l) * kStamps + k) * grid + b]); };
   const double t0 = double(v[int64_t(L) * kStamps * grid]);
@@ -398,6 +408,14 @@ void print_trace(const Tensor& t, int L, int grid) {
     std::fprintf(stderr, "  %-26s %8.2f %8.2f\n", kStampNames[k], mean / L / 1e3, late / L / 1e3);
   }
   std::fprintf(stderr, "  %-26s %8.2f\n", "layer", total / 1e3);
+  double first = t0, last = 0;
+  for (int b = 0; b < grid; b++) {
+    first = std::min(first, double(v[int64_t(L) * kStamps * grid + b]));
+    last = std::max(last, at(L - 1, kStamps - 1, b));
+  }
+  std::fprintf(stderr, "  %-26s %8.2f (µs, first block's start to last block's end)\n", "whole launch",
+               (last - first) / 1e3);
+  std::fprintf(stderr, "  %-26s %8.2f (µs, events around the counter reset and the launch)\n", "launch", launch_us);
 }
 
 // Byte offsets of the plan's scratch: qkv (QD + 2 KVD), att (QD), gu (H) bf16, each rounded to 64 elements, then
@@ -517,9 +535,20 @@ void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branc
     trace = Tensor::empty({(L_ * kStamps + 1) * cus}, DType::i64, h0.device());
     p.trace = reinterpret_cast<unsigned long long*>(trace.data_ptr());
   }
+  gpu::EventHandle ev[2] = {nullptr, nullptr};
+  if (trace.defined()) {
+    ev[0] = gpu::event_create(), ev[1] = gpu::event_create();
+    gpu::event_record(ev[0], gpu::current_stream());
+  }
   gpu::memset_async(p.counters, 0, sizeof(unsigned));  // the grid barrier counts up from 0 in every launch
   ANVIL_GPU_CHECK(gpu::vendor::launch_cooperative(k, dim3(unsigned(cus)), dim3(kThreads), smem, gpu::stream(), p));
-  if (trace.defined()) print_trace(trace.to(Device::cpu()), int(L_), cus);
+  if (trace.defined()) {
+    gpu::event_record(ev[1], gpu::current_stream());
+    Tensor host = trace.to(Device::cpu());
+    const double us = 1e3 * double(gpu::event_elapsed_ms(ev[0], ev[1]));
+    gpu::event_destroy(ev[0]), gpu::event_destroy(ev[1]);
+    print_trace(host, int(L_), cus, us);
+  }
 }
 
 #else  // no bulk copies in this vendor build: the models keep their per-op step

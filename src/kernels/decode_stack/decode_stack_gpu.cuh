@@ -95,18 +95,24 @@ __device__ __forceinline__ float consumer_sum(float v, float* red) {
   return t;
 }
 
-// Every block arrives, then waits for all: the phase's global writes are visible after it (fence + counter).
-__device__ __forceinline__ void grid_sync(unsigned* counter, unsigned& passed) {
+// Every block arrives, then waits for all: the phase's global writes are visible after it. Thread 0 arrives with
+// a release add (the block's writes before the consumer barrier are ordered before it) and polls with acquire
+// loads, backing off 32 ns between polls. H200, 8B shape, batch 1, against a full fence + atomicAdd + a fence
+// after the polls (cooperative groups' pattern): bf16 4.303 -> 4.260 ms/token (4.274 without the backoff), FP8
+// 3.046 -> 3.017; barriers 2, 4 and 5 now release ~0.95 µs after the last block arrives (was ~1.2).
+// `arrived` (traces only) gets the time the block's last warp reached the barrier.
+__device__ __forceinline__ void grid_sync(unsigned* counter, unsigned& passed, unsigned long long* arrived = nullptr) {
   consumer_sync();
   passed++;
   if (threadIdx.x == 0) {
-    __threadfence();
-    atomicAdd(counter, 1u);
+    if (arrived) *arrived = anvil_globaltimer_ns();
+    anvil_red_add_release_gpu(counter, 1u);
     const unsigned target = passed * gridDim.x;
     const long long t0 = clock64();
-    while (anvil_load_acquire_gpu(counter) < target)
+    while (anvil_load_acquire_gpu(counter) < target) {
+      __nanosleep(32);
       if (clock64() - t0 > kWaitCycles) wait_failed("the grid barrier", passed, anvil_load_acquire_gpu(counter));
-    __threadfence();
+    }
   }
   consumer_sync();
 }

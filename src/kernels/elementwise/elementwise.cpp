@@ -65,6 +65,17 @@ void scale_(Tensor& x, float s) {
 #endif
 }
 
+void add_int_(Tensor& x, int32_t v) {
+  const char* op = "add_int_";
+  check_contiguous(op, "x", x);
+  check_dtype(op, "x", x, DType::i32);
+  if (x.numel() == 0) return;
+  if (x.device().is_cpu()) return elementwise_add_int_cpu(x, v);
+#ifdef ANVIL_HAS_GPU
+  return elementwise_add_int_gpu(x, v);
+#endif
+}
+
 void neg_exp(const Tensor& x, Tensor& out) {
   const char* op = "neg_exp";
   check_contiguous(op, "x", x);

@@ -203,6 +203,12 @@ void reduce(const Tensor& x, Tensor& out, bool accumulate) {
   });
 }
 
+// A handful of i32 (decode positions): one thread each, a grid-stride loop for anything larger.
+__global__ void add_int_kernel(int32_t* x, int32_t v, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    x[i] = int32_t(uint32_t(x[i]) + uint32_t(v));
+}
+
 }  // namespace
 
 void elementwise_add_gpu(const Tensor& a, const Tensor& b, Tensor& out) {
@@ -221,6 +227,11 @@ void elementwise_add_inplace_gpu(Tensor& acc, const Tensor& x, float alpha) {
     else
       launch_map<pack_of<TX, TX>()>(AddInplaceOp<TX, TX>{acc.data<TX>(), x.data<TX>(), alpha}, x.numel(), aligned);
   });
+}
+
+void elementwise_add_int_gpu(Tensor& x, int32_t v) {
+  add_int_kernel<<<map_blocks(x.numel()), kThreads, 0, gpu::stream()>>>(x.data<int32_t>(), v, x.numel());
+  ANVIL_LAUNCH_CHECK();
 }
 
 void elementwise_scale_gpu(Tensor& x, float s) {

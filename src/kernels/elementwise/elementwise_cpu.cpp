@@ -83,6 +83,12 @@ void elementwise_add_inplace_cpu(Tensor& acc, const Tensor& x, float alpha) {
     else add_inplace_impl<TX, TX>(acc.data<TX>(), x.data<TX>(), alpha, x.numel());
   });
 }
+void elementwise_add_int_cpu(Tensor& x, int32_t v) {
+  int32_t* p = x.data<int32_t>();
+  // In uint32: int32 overflow would be undefined; the sum wraps as the GPU's does.
+  for (int64_t i = 0; i < x.numel(); i++) p[i] = int32_t(uint32_t(p[i]) + uint32_t(v));
+}
+
 void elementwise_scale_cpu(Tensor& x, float s) {
   ANVIL_DISPATCH_FLOAT(x.dtype(), T, scale_impl<T>(x.data<T>(), s, x.numel()));
 }

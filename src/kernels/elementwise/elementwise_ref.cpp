@@ -11,6 +11,10 @@ void add_ref(const double* a, const double* b, double* out, int64_t N) {
 void add_inplace_ref(double* acc, const double* x, double alpha, int64_t N) {
   for (int64_t i = 0; i < N; i++) acc[i] += alpha * x[i];
 }
+void add_int_ref(int64_t* x, int64_t v, int64_t N) {
+  for (int64_t i = 0; i < N; i++) x[i] += v;
+}
+
 void scale_ref(double* x, double s, int64_t N) {
   for (int64_t i = 0; i < N; i++) x[i] *= s;
 }

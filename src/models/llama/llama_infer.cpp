@@ -3,9 +3,11 @@
 // A decode step (T = 1) on the GPU is one captured graph: ~9 launches per layer (288 for the 8B shape) cost
 // 3-5 µs each to issue eagerly, ~1 ms of a ~4 ms step, while the replayed graph issues them back to back. To
 // make the step capturable, everything it reads lives at fixed addresses in the state (ids, positions,
-// activations) and positions are device tensors (rope_append, attention_decode read them there), so each step
-// only uploads 3*B int32 and replays. ANVIL_GRAPHS=0 runs the same kernels eagerly (for comparison).
+// activations) and positions are device tensors (rope_append, attention_decode read them there) that the step
+// advances itself, so a step fed ids already on the device uploads nothing and replays; ids from the host are
+// uploaded with the positions (3*B int32). ANVIL_GRAPHS=0 runs the same kernels eagerly (for comparison).
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -13,6 +15,7 @@
 #include "kernels/add_rms_norm/add_rms_norm.h"
 #include "kernels/attention/attention.h"
 #include "kernels/decode_stack/decode_stack.h"
+#include "kernels/elementwise/elementwise.h"
 #include "kernels/embedding/embedding.h"
 #include "kernels/matmul/matmul.h"
 #include "models/common/linear.h"
@@ -55,6 +58,42 @@ StepBuffers make_buffers(const LlamaConfig& c, int64_t B, int64_t T, DType dt, D
   return b;
 }
 
+// ANVIL_STEP_EVENTS=1: eager GPU decode steps record an event after each part of the step (embedding, layers,
+// final norm, LM head, position advance) and print the GPU time of each part, for a step's split by part
+// without a profiler. Unset, marks are no-ops.
+struct StepMarks {
+#ifdef ANVIL_HAS_GPU
+  std::vector<std::pair<const char*, gpu::EventHandle>> ev;
+  bool on = false;
+  StepMarks() {
+    const char* e = std::getenv("ANVIL_STEP_EVENTS");
+    on = e && std::strcmp(e, "1") == 0;
+  }
+  void mark(const char* what) {
+    if (!on) return;
+    ev.push_back({what, gpu::event_create()});
+    gpu::event_record(ev.back().second, gpu::current_stream());
+  }
+  ~StepMarks() {
+    if (ev.empty()) return;
+    gpu::event_synchronize(ev.back().second);
+    std::fprintf(stderr, "step events (µs):");
+    for (size_t i = 1; i < ev.size(); i++) {
+      const double ms = double(gpu::event_elapsed_ms(ev[i - 1].second, ev[i].second));
+      std::fprintf(stderr, " %s %.1f", ev[i].first, 1e3 * ms);
+    }
+    std::fprintf(stderr, "\n");
+    for (auto& e : ev) gpu::event_destroy(e.second);
+  }
+#else
+  void mark(const char*) {}
+#endif
+};
+StepMarks* g_marks = nullptr;  // set for the duration of one eager step
+void mark(const char* what) {
+  if (g_marks) g_marks->mark(what);
+}
+
 #ifdef ANVIL_HAS_GPU
 bool graphs_enabled() {
   const char* e = std::getenv("ANVIL_GRAPHS");
@@ -68,6 +107,8 @@ struct LlamaModel::State final : InferState {
   std::vector<Tensor> k_cache, v_cache;  // per layer (B, Tmax, NKV, HD)
   // Decode-step state at fixed device addresses: [ids | start | lens] (3B) i32, and the step's activations.
   Tensor meta, ids_dev, start_dev, lens_dev;
+  Tensor pos_dev;        // [start | lens] (2B): a GPU decode step adds 1 to them itself
+  int meta_start = -1;   // the start position meta holds on the device, or -1 when it must be uploaded
   Tensor step_ids;       // what the step embeds: `ids_dev` for a decode step, the uploaded (B*T) for a prefill
   StepBuffers dec;
   int decode_steps = 0;  // the first decode step runs eagerly (warms the allocator and GEMM heuristics)
@@ -100,6 +141,7 @@ std::unique_ptr<InferState> LlamaModel::new_state(int batch, int max_len) {
   st->ids_dev = st->meta.slice(0, 0, batch);
   st->start_dev = st->meta.slice(0, batch, 2 * batch);
   st->lens_dev = st->meta.slice(0, 2 * batch, 3 * batch);
+  st->pos_dev = st->meta.slice(0, batch, 3 * batch);
   return st;
 }
 
@@ -110,7 +152,9 @@ void LlamaModel::step_kernels(State& st, StepBuffers& b, int64_t T) {
   const int64_t C = cfg_.hidden_size, HD = cfg_.head_dim, NH = cfg_.num_attention_heads;
   const int64_t NKV = cfg_.num_key_value_heads;
   const float eps = float(cfg_.rms_norm_eps), scale = 1.f / std::sqrt(float(HD));
+  mark("start");
   embedding_fwd(st.step_ids, embed_->weight, b.h);
+  mark("embedding");
   Tensor att2 = b.att.view({N, NH * HD}), qkv2 = b.qkv.view({N, b.qkv.size(2)});
   // Each norm is folded into the projection after it (linear_fwd_fused: one kernel in decode), which writes the
   // new residual h + branch into the other buffer: blocks of the fused kernel still read h while one writes.
@@ -124,6 +168,7 @@ void LlamaModel::step_kernels(State& st, StepBuffers& b, int64_t T) {
   if (T == 1 && st.stack) {  // every layer in one launch; it leaves the residual in its second buffer
     st.stack->run(st.start_dev, b.h, b.h2, b.branch);
     std::swap(h, h_next);
+    mark("layers");
   }
   for (size_t l = 0; l < layers_.size() && !(T == 1 && st.stack); l++) {
     LlamaLayer& ly = layers_[l];
@@ -160,8 +205,10 @@ void LlamaModel::step_kernels(State& st, StepBuffers& b, int64_t T) {
     linear_fwd_fused(SkinnyPrologue::add_rms_norm(last_h, last_b, final_norm_->weight, eps, h_out), head, b.logits);
   } else {
     add_rms_norm_fwd(last_b, last_h, final_norm_->weight, eps, last_h, b.nf, b.rf);
+    mark("final norm");
     matmul(b.nf, lm_head_->weight, b.logits, false, true);
   }
+  mark("lm head");
 }
 
 // Feeds T tokens per sequence. Prefill (all caches empty) runs causal attention over the new tokens; later
@@ -183,18 +230,27 @@ void LlamaModel::step(InferState& st_base, const Tensor& ids_in, Tensor& logits)
   ANVIL_CHECK(T == 1 || start == 0, "llama::step", "a prefill into an empty cache or one token per step",
               str(T, " tokens at position ", start));
 
-  // The step's ids and positions, uploaded together. Prefill ids do not fit meta's B slots: they get their own.
-  std::vector<float> mv(static_cast<size_t>(3 * B));
-  for (int64_t b = 0; b < B; b++) {
-    mv[size_t(B + b)] = float(start);
-    mv[size_t(2 * B + b)] = float(start + T);
-  }
+  // The step's ids and positions. A GPU decode step advances the positions on the device (captured with the
+  // step), and ids already on the device are copied there, so consecutive decode steps fed device ids upload
+  // nothing and never wait for the host: each synchronised upload left the GPU idle for its round trip. Otherwise
+  // ids and positions are uploaded together; prefill ids do not fit meta's B slots and get their own.
   Tensor ids_c = ids_in.contiguous().view({N});
-  if (T == 1) {
-    Tensor host_ids = ids_c.to(Device::cpu());
-    for (int64_t b = 0; b < B; b++) mv[size_t(b)] = float(host_ids.data<int32_t>()[b]);
+  const bool ids_here = ids_c.device() == device_;
+  const bool gpu_decode = T == 1 && !device_.is_cpu();
+  if (!(gpu_decode && ids_here && st.meta_start == start)) {
+    std::vector<float> mv(static_cast<size_t>(3 * B));
+    for (int64_t b = 0; b < B; b++) {
+      mv[size_t(B + b)] = float(start);
+      mv[size_t(2 * B + b)] = float(start + T);
+    }
+    if (T == 1 && !ids_here) {
+      Tensor host_ids = ids_c.to(Device::cpu());
+      for (int64_t b = 0; b < B; b++) mv[size_t(b)] = float(host_ids.data<int32_t>()[b]);
+    }
+    st.meta.copy_(Tensor::from_floats(mv, {3 * B}, DType::i32));
   }
-  st.meta.copy_(Tensor::from_floats(mv, {3 * B}, DType::i32));
+  st.meta_start = -1;  // until this step has run
+  if (T == 1 && ids_here) st.ids_dev.copy_(ids_c);
   st.step_ids = T > 1 ? ids_c.to(device_) : st.ids_dev;
 
   if (T > 1 || device_.is_cpu()) {
@@ -225,12 +281,17 @@ void LlamaModel::step(InferState& st_base, const Tensor& ids_in, Tensor& logits)
                                 : "one kernel per op (decode_stack needs " + st.stack_why + ")";
     }
     StepBuffers& bufs = st.dec;
+    auto kernels = [&] {
+      step_kernels(st, bufs, 1);
+      add_int_(st.pos_dev, 1);  // the next step's start and lens
+      mark("positions");
+    };
 #ifdef ANVIL_HAS_GPU
     if (graphs_enabled() && !decode_stack_tracing() && st.decode_steps > 0) {
       if (!st.graph) {
         gpu::capture_begin();
         try {
-          step_kernels(st, bufs, 1);
+          kernels();
         } catch (...) {
           try {  // end the capture so the stream is usable again; the kernel error is the one to report
             gpu::graph_destroy(gpu::capture_end());
@@ -242,11 +303,20 @@ void LlamaModel::step(InferState& st_base, const Tensor& ids_in, Tensor& logits)
       }
       gpu::graph_launch(st.graph);
     } else {
-      step_kernels(st, bufs, 1);
+      StepMarks marks;
+      g_marks = &marks;
+      try {
+        kernels();
+      } catch (...) {
+        g_marks = nullptr;
+        throw;
+      }
+      g_marks = nullptr;
     }
 #else
-    step_kernels(st, bufs, 1);
+    kernels();
 #endif
+    st.meta_start = start + 1;
     st.decode_steps++;
     logits.copy_(st.dec.logits);
   }

@@ -244,6 +244,11 @@ __device__ __forceinline__ unsigned anvil_load_acquire_gpu(const unsigned* p) {
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
+// Grid-scope release add: the writes before it (and those of threads synchronised with it by a barrier) are
+// visible to whoever acquires the new value, without a separate full fence.
+__device__ __forceinline__ void anvil_red_add_release_gpu(unsigned* p, unsigned v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
 // The device-wide nanosecond clock (the same on every SM, unlike clock64): phase timestamps in kernel traces.
 __device__ __forceinline__ unsigned long long anvil_globaltimer_ns() {
   unsigned long long t;
