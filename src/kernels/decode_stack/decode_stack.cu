@@ -418,6 +418,18 @@ void print_trace(const Tensor& t, int L, int grid, double launch_us) {
   std::fprintf(stderr, "  %-26s %8.2f (µs, events around the counter reset and the launch)\n", "launch", launch_us);
 }
 
+// Ring slots in use: all that fit (ring_slots), or fewer with ANVIL_DECODE_STACK_SLOTS (for measuring how the
+// bytes in flight per SM trade overlap against the latency of the small reads queued behind them).
+int slots_in_use(int fit) {
+  const char* e = std::getenv("ANVIL_DECODE_STACK_SLOTS");
+  if (!e || !*e) return fit;
+  char* end = nullptr;
+  const long n = std::strtol(e, &end, 10);
+  ANVIL_CHECK(*end == 0 && n >= kMinSlots && n <= fit, "decode_stack",
+              str("ANVIL_DECODE_STACK_SLOTS in [", kMinSlots, ", ", fit, "]"), e);
+  return int(n);
+}
+
 // Byte offsets of the plan's scratch: qkv (QD + 2 KVD), att (QD), gu (H) bf16, each rounded to 64 elements, then
 // the attention partials (NKV, max_splits, G, HD + 2) f32.
 struct Scratch {
@@ -510,7 +522,7 @@ void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branc
   p.layers = reinterpret_cast<const Layer*>(table_.data_ptr());
   p.L = int(L_), p.C = int(s_.C), p.NH = int(s_.NH), p.NKV = int(s_.NKV), p.H = int(s_.H);
   p.QD = int(QD), p.KVD = int(KVD), p.Tmax = int(Tmax_);
-  p.slots = ring_slots(s_), p.x_bytes = x_region_bytes(s_, cus);
+  p.slots = slots_in_use(ring_slots(s_)), p.x_bytes = x_region_bytes(s_, cus);
   p.max_splits = int(max_splits_);
   p.eps = s_.eps, p.scale_log2 = s_.attn_scale * 1.4426950408889634f;
   // Weights leave L2 first, so the activations and KV cache the bubbles read stay in it. H200, 8B shape, batch 1,
