@@ -89,7 +89,7 @@ struct StepMarks {
   void mark(const char*) {}
 #endif
 };
-StepMarks* g_marks = nullptr;  // set for the duration of one eager step
+thread_local StepMarks* g_marks = nullptr;  // set for the duration of one eager step on this thread
 void mark(const char* what) {
   if (g_marks) g_marks->mark(what);
 }
