@@ -31,7 +31,6 @@ bool is_embedding(const std::string& name) {
          ends_with(name, "wte.weight");
 }
 
-// Seeded random ids (B, T) in [0, V) on `device`.
 // Events recorded on the stream before and after each step: the step's time as the GPU saw it, which leaves
 // out the host's work before the first launch and after the last, and keeps any wait inside the step.
 struct StepEvents {
@@ -60,6 +59,7 @@ struct StepEvents {
 #endif
 };
 
+// Seeded random ids (B, T) in [0, V) on `device`.
 Tensor random_ids(int64_t B, int64_t T, int64_t V, uint64_t seed, uint64_t offset, Device device) {
   Tensor t = Tensor::empty({B, T}, DType::i32, Device::cpu());
   int32_t* p = t.data<int32_t>();

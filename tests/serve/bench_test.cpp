@@ -55,6 +55,23 @@ TEST(DecodeBench, TimesEveryStepWithinTheContext) {
   EXPECT_THROW(bench_decode(small, c), Error);  // 14 > the model's 10
 }
 
+// Ids put on the device before timing (the default) and ids made and uploaded inside each step (--host-ids) are
+// the same seeded stream: step s gets ids [offset + s * B, offset + (s + 1) * B).
+TEST(DecodeBench, HostIdsFeedTheSameIds) {
+  DecodeBenchConfig c;
+  c.batch = 3;
+  c.prompt_len = 2;
+  c.tokens = 7;
+  FakeLM dev = tiny(), host = tiny();
+  bench_decode(dev, c);
+  c.host_ids = true;
+  bench_decode(host, c);
+  ASSERT_EQ(dev.fed.size(), size_t(3 * (2 + 7)));
+  EXPECT_EQ(dev.fed, host.fed);
+  EXPECT_NE(std::vector<int32_t>(dev.fed.begin() + 6, dev.fed.begin() + 9),
+            std::vector<int32_t>(dev.fed.begin() + 9, dev.fed.begin() + 12));  // consecutive steps differ
+}
+
 TEST(DecodeBench, QuantilesInterpolate) {
   EXPECT_DOUBLE_EQ(quantile({3, 1, 2}, 0.5), 2.0);
   EXPECT_DOUBLE_EQ(quantile({1, 2, 3, 4}, 0.5), 2.5);

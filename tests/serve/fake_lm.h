@@ -29,6 +29,7 @@ class FakeLM final : public CausalLM {
   }
   std::vector<float> base_;         // per-token offsets added to every row
   std::vector<int> step_T;          // T of every step call, in order
+  std::vector<int32_t> fed;         // every id of every step call, in order (row-major per call)
   std::vector<Param> params_;       // for the weight-bytes count
 
   const ModelInfo& info() const override { return info_; }
@@ -62,7 +63,7 @@ class FakeLM final : public CausalLM {
     const int32_t* p = ids.data<int32_t>();
     float* out = logits.data<float>();
     for (int64_t b = 0; b < B; b++) {
-      for (int64_t t = 0; t < T; t++) st.seqs[size_t(b)].push_back(p[b * T + t]);
+      for (int64_t t = 0; t < T; t++) st.seqs[size_t(b)].push_back(p[b * T + t]), fed.push_back(p[b * T + t]);
       st.lens[size_t(b)] += int(T);
       const int32_t nx = next_(st.seqs[size_t(b)]);
       for (int64_t v = 0; v < V; v++) out[b * V + v] = base_[size_t(v)] + (v == nx ? boost_ : 0.f);
