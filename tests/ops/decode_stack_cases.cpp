@@ -12,11 +12,12 @@ struct Small {
   std::vector<DecodeStackLayer> layers;
 };
 
-// A 2-layer model: C 64, NH 2, NKV 1, HD 32, H 128, a cache of 16 rows; weights bf16 or e4m3fn with per-row scales.
+// A 2-layer model: C 128, NH 4, NKV 1, HD 32, H 128, a cache of 16 rows; weights bf16 or e4m3fn with per-row
+// scales (FP8 widths are multiples of 128: the tensor-core tiles read 128-byte blocks).
 Small small(const Ctx& ctx, DType wdt) {
   Small m;
-  m.s.C = 64, m.s.NH = 2, m.s.NKV = 1, m.s.HD = 32, m.s.H = 128;
-  const int64_t QD = 64, KVD = 32;
+  m.s.C = 128, m.s.NH = 4, m.s.NKV = 1, m.s.HD = 32, m.s.H = 128;
+  const int64_t QD = 128, KVD = 32;
   auto lin = [&](int64_t rows, int64_t cols) {
     Tensor w = make(rand_normal(size_t(rows * cols), ctx.seed, uint64_t(rows * 7 + cols), 0.05f, DType::bf16),
                     {rows, cols}, DType::bf16, ctx.device);
@@ -26,9 +27,9 @@ Small small(const Ctx& ctx, DType wdt) {
   };
   for (int l = 0; l < 2; l++) {
     DecodeStackLayer d;
-    d.qkv = lin(QD + 2 * KVD, 64), d.o = lin(64, QD), d.gate_up = lin(256, 64), d.down = lin(64, 128);
-    d.in_norm = make(std::vector<float>(64, 1.f), {64}, DType::bf16, ctx.device);
-    d.post_norm = make(std::vector<float>(64, 1.f), {64}, DType::bf16, ctx.device);
+    d.qkv = lin(QD + 2 * KVD, 128), d.o = lin(128, QD), d.gate_up = lin(256, 128), d.down = lin(128, 128);
+    d.in_norm = make(std::vector<float>(128, 1.f), {128}, DType::bf16, ctx.device);
+    d.post_norm = make(std::vector<float>(128, 1.f), {128}, DType::bf16, ctx.device);
     d.k_cache = Tensor::zeros({1, 16, 1, 32}, DType::bf16, ctx.device);
     d.v_cache = Tensor::zeros({1, 16, 1, 32}, DType::bf16, ctx.device);
     m.layers.push_back(d);
@@ -58,12 +59,12 @@ std::vector<Check> refusals(const Ctx& ctx, DType wdt) {
   }
   {
     Small b = m;
-    b.layers[1].o.w = Tensor::zeros({64, 32}, wdt, ctx.device);
-    refused("o weight of the wrong shape", b, "a contiguous weight of [64,64]");
+    b.layers[1].o.w = Tensor::zeros({128, 32}, wdt, ctx.device);
+    refused("o weight of the wrong shape", b, "a contiguous weight of [128,128]");
   }
   {
     Small b = m;
-    b.layers[0].down.w = Tensor::zeros({64, 128}, wdt == DType::bf16 ? DType::f16 : DType::bf16, ctx.device);
+    b.layers[0].down.w = Tensor::zeros({128, 128}, wdt == DType::bf16 ? DType::f16 : DType::bf16, ctx.device);
     refused("mixed weight dtypes", b, "one weight dtype in every projection");
   }
   {
@@ -74,9 +75,12 @@ std::vector<Check> refusals(const Ctx& ctx, DType wdt) {
   if (wdt != DType::bf16) {
     Small b = m;
     b.layers[0].qkv.scale = make(std::vector<float>(5, 0.01f), {5}, DType::f32, ctx.device);
-    refused("FP8 scales of (5)", b, "f32 weight scales of (1) or (128)");
+    refused("FP8 scales of (5)", b, "f32 weight scales of (1) or (192)");
     b.layers[0].qkv.scale = Tensor();
-    refused("FP8 without scales", b, "f32 weight scales of (1) or (128)");
+    refused("FP8 without scales", b, "f32 weight scales of (1) or (192)");
+    Small w = m;
+    w.s.H = 144;
+    refused("FP8 with H 144", w, "multiples of 128");
   }
   const std::string why = decode_stack_unsupported(m.s, m.layers);
   if (ctx.device.is_cpu()) {

@@ -32,6 +32,8 @@ std::string decode_stack_unsupported(const DecodeStackShape& s, const std::vecto
   const DType wdt = layers[0].qkv.w.dtype();
   if (wdt != DType::bf16 && wdt != DType::e4m3fn) return str("bf16 or e4m3fn weights, got ", dtype_name(wdt));
   const int64_t QD = s.NH * s.HD, KVD = s.NKV * s.HD;
+  if (wdt == DType::e4m3fn && (s.C % 128 != 0 || QD % 128 != 0 || s.H % 128 != 0))  // tiles of 128-byte blocks
+    return str("e4m3fn weights with C, NH * HD and H multiples of 128, got ", s.C, ", ", QD, " and ", s.H);
   for (const DecodeStackLayer& d : layers) {
     const DecodeStackWeight* ws[4] = {&d.qkv, &d.o, &d.gate_up, &d.down};
     const Shape shapes[4] = {{QD + 2 * KVD, s.C}, {s.C, QD}, {2 * s.H, s.C}, {s.C, s.H}};

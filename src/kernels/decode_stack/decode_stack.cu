@@ -14,13 +14,15 @@
 //   with a "full" and an "empty" mbarrier. Nothing it reads depends on activations, so it runs ahead of the
 //   math by up to S chunks, across phase boundaries and grid barriers: 12 x 16 KB per SM is 25 MB in flight,
 //   ~6 µs of HBM time, which covers the norm, rope and attention phases and the barriers (~1-2 µs each).
-// - Math: consumer warp w takes rows w, w + 12, ... of the block's range (a chunk holds whole rows, or a piece
-//   of one row), waits on the chunk's full barrier, takes the row's dot product with x (x staged in shared
-//   memory as T, 16-byte reads, conflict-free), reduces it over the warp and writes y; the last warp done with
+// - Math, bf16: consumer warp w takes rows w, w + 12, ... of the block's range (a chunk holds whole rows, or a
+//   piece of one row), waits on the chunk's full barrier, takes the row's dot product with x (x staged in shared
+//   memory as bf16, 16-byte reads, conflict-free), reduces it over the warp and writes y; the last warp done with
 //   a chunk releases the slot. Per SM the HBM share is ~16 B/clk; a bf16 row of 4096 costs a warp ~300 issue
-//   slots, an FP8 one ~560 (decode to f16 and f32, 3 shared loads and 16 FMAs per 16 weights). With a warp per
-//   chunk the FP8 phases ran at ~3 TB/s (one warp took several µs per chunk); rows spread over 12 warps (3 per
-//   scheduler) brought FP8 to 3.0-3.5 TB/s and bf16 to the copy rate (docs/decode_kernels.md).
+//   slots, and 12 warps (3 per scheduler) keep bf16 at the copy rate.
+// - Math, FP8: on the FMA pipes an FP8 row cost ~560 issue slots (decode to f16 and f32, 3 shared loads and 16
+//   FMAs per 16 weights) and those phases ran at 3.0-3.5 TB/s, consumer-bound. So FP8 chunks are tiles of 16
+//   rows x 1024 columns (one tiled copy through a tensor map) that 4 warps multiply on the tensor cores
+//   (gemm_tiles), with x staged as f16 scaled by a power of two: 89-93% of the copy rate (docs/decode_kernels.md).
 // - Phases per layer, separated by grid barriers (a global counter, zeroed before the launch):
 //   1. h += b, norm (every block computes the 4096-wide norm itself from L2; block 0 stores h), q|k|v GEMM;
 //   2. rope and attention: block (kv-head g, split s) rotates its q-heads and k, appends k and v to the cache
@@ -30,6 +32,7 @@
 //   Residual buffers alternate (h0, h1) so no block reads the h another block is writing.
 // - Activations written inside the launch are read with ld.global.cg (L2): L1 is not coherent across SMs.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -62,7 +65,9 @@ const char* const kStampNames[kStamps] = {
 // ---- the chunk schedule (producer and consumers compute the same one) ----------------------------------------
 struct Mat {
   const uint8_t* w;
-  int N, K;  // rows, columns
+  int N, K;          // rows, columns
+  const void* tmap;  // FP8: the weight's tensor map, whose rows start at row0 (up: the second half of gate|up)
+  int row0;
 };
 // The five matrices of a layer in stream order: q|k|v, o, gate, up (the two halves of the stacked gate|up weight,
 // so a block owns the same rows of both and applies SwiGLU to its own outputs), down.
@@ -70,11 +75,11 @@ constexpr int kMats = 5;
 template <int ES>
 __device__ __forceinline__ Mat mat_of(const Params& p, const Layer& ly, int m) {
   switch (m) {
-    case 0: return {ly.w[0], p.QD + 2 * p.KVD, p.C};
-    case 1: return {ly.w[1], p.C, p.QD};
-    case 2: return {ly.w[2], p.H, p.C};
-    case 3: return {ly.w[2] + int64_t(p.H) * p.C * ES, p.H, p.C};
-    default: return {ly.w[3], p.C, p.H};
+    case 0: return {ly.w[0], p.QD + 2 * p.KVD, p.C, ly.tmap[0], 0};
+    case 1: return {ly.w[1], p.C, p.QD, ly.tmap[1], 0};
+    case 2: return {ly.w[2], p.H, p.C, ly.tmap[2], 0};
+    case 3: return {ly.w[2] + int64_t(p.H) * p.C * ES, p.H, p.C, ly.tmap[2], p.H};
+    default: return {ly.w[3], p.C, p.H, ly.tmap[3], 0};
   }
 }
 // The block's rows [r0, r1) of a matrix, cut into units of rpc whole rows (a row fits a chunk) or of one row in
@@ -82,13 +87,19 @@ __device__ __forceinline__ Mat mat_of(const Params& p, const Layer& ly, int m) {
 struct Plan {
   int r0, r1, rpc, ppr, pe, units;
 };
+// FP8 (ES = 1): units of kTileRows rows, each row in ppr pieces of kTileK columns (the last one shorter), one tile
+// chunk per piece.
 template <int ES>
 __device__ __forceinline__ Plan plan_of(const Mat& m) {
   Plan pl;
   pl.r0 = int(int64_t(m.N) * blockIdx.x / gridDim.x);
   pl.r1 = int(int64_t(m.N) * (blockIdx.x + 1) / gridDim.x);
   const int row_bytes = m.K * ES;
-  if (row_bytes <= kChunk) {
+  if constexpr (ES == 1) {
+    pl.rpc = kTileRows, pl.pe = kTileK;
+    pl.ppr = (m.K + kTileK - 1) / kTileK;
+    pl.units = (pl.r1 - pl.r0 + kTileRows - 1) / kTileRows;
+  } else if (row_bytes <= kChunk) {
     pl.rpc = kChunk / row_bytes, pl.ppr = 1, pl.pe = m.K;
     pl.units = (pl.r1 - pl.r0 + pl.rpc - 1) / pl.rpc;
   } else {
@@ -119,11 +130,20 @@ __device__ void produce(const Params& p, uint8_t* ring, uint64_t* full, uint64_t
           const int k0 = i * pl.pe, kn = pl.ppr == 1 ? m.K * nr : min(pl.pe, m.K - k0);
           const unsigned slot = c % unsigned(p.slots), use = c / unsigned(p.slots);
           mbar_wait(&empty[slot], (use & 1u) ^ 1u, "an empty slot", c);  // use 0: the slot starts empty
-          anvil_mbar_arrive_expect(&full[slot], unsigned(kn * ES));
           uint8_t* dst = ring + size_t(slot) * kChunk;
-          const uint8_t* src = m.w + (int64_t(ra) * m.K + k0) * ES;
-          if (p.l2_first) anvil_bulk_copy_g2s(dst, src, unsigned(kn * ES), &full[slot], policy);
-          else anvil_bulk_copy_g2s(dst, src, unsigned(kn * ES), &full[slot]);
+          if constexpr (ES == 1) {
+            // A tile: rows [ra, ra + 16) x blocks [k0 / 128, + 8) (out-of-range rows and blocks arrive as zeros;
+            // the rows past the block's share are read and not used). One copy per 16 KB, like bf16: 8 copies of
+            // 2 KB rows measured the copy engine at ~9 B/clk per SM, half the HBM share.
+            anvil_mbar_arrive_expect(&full[slot], unsigned(kChunk));
+            if (p.l2_first) anvil_tile_copy_g2s_3d(dst, m.tmap, 0, m.row0 + ra, k0 / 128, &full[slot], policy);
+            else anvil_tile_copy_g2s_3d(dst, m.tmap, 0, m.row0 + ra, k0 / 128, &full[slot]);
+          } else {
+            const uint8_t* src = m.w + (int64_t(ra) * m.K + k0) * ES;
+            anvil_mbar_arrive_expect(&full[slot], unsigned(kn * ES));
+            if (p.l2_first) anvil_bulk_copy_g2s(dst, src, unsigned(kn * ES), &full[slot], policy);
+            else anvil_bulk_copy_g2s(dst, src, unsigned(kn * ES), &full[slot]);
+          }
           issued[slot] = use;
         }
       }
@@ -132,55 +152,136 @@ __device__ void produce(const Params& p, uint8_t* ring, uint64_t* full, uint64_t
 }
 
 
-// Partial dot product of n weights at w (shared, ES bytes each) with x[0, n) (shared, bf16): each lane takes the
-// 16-byte packs lane, lane + W, ...; the caller reduces over the warp.
-template <int ES>
+// Partial dot product of n bf16 weights at w (shared) with x[0, n) (shared, bf16): each lane takes the 16-byte
+// packs lane, lane + W, ...; the caller reduces over the warp.
 __device__ __forceinline__ float dot(const uint8_t* w, const bf16* x, int n, int lane) {
-  const int packs = n * ES / 16;
+  const int packs = n / 8;
   float a0 = 0.f, a1 = 0.f;
-  if constexpr (ES == 2) {
 #pragma unroll 2
-    for (int q = lane; q < packs; q += kW) {
-      const uint4 wv = *reinterpret_cast<const uint4*>(w + q * 16);
-      const uint4 xv = *reinterpret_cast<const uint4*>(x + q * 8);
-      a0 = fmaf(lo_f32(wv.x), lo_f32(xv.x), a0), a1 = fmaf(hi_f32(wv.x), hi_f32(xv.x), a1);
-      a0 = fmaf(lo_f32(wv.y), lo_f32(xv.y), a0), a1 = fmaf(hi_f32(wv.y), hi_f32(xv.y), a1);
-      a0 = fmaf(lo_f32(wv.z), lo_f32(xv.z), a0), a1 = fmaf(hi_f32(wv.z), hi_f32(xv.z), a1);
-      a0 = fmaf(lo_f32(wv.w), lo_f32(xv.w), a0), a1 = fmaf(hi_f32(wv.w), hi_f32(xv.w), a1);
-    }
-  } else {
-#pragma unroll 2
-    for (int q = lane; q < packs; q += kW) {
-      const uint4 wv = *reinterpret_cast<const uint4*>(w + q * 16);
-      const uint4 x0 = *reinterpret_cast<const uint4*>(x + q * 16);
-      const uint4 x1 = *reinterpret_cast<const uint4*>(x + q * 16 + 8);
-      const uint32_t ww[4] = {wv.x, wv.y, wv.z, wv.w}, xx[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-#pragma unroll
-      for (int j = 0; j < 4; j++) {
-        float f[4];
-#ifdef ANVIL_HAS_E4M3_CVT
-        anvil_e4m3x4_to_f32(ww[j], f);  // sm_89+: two codes per instruction
-#else
-        for (int e = 0; e < 4; e++) f[e] = fp8_to_f32(uint8_t(ww[j] >> (8 * e)), fp8_format_e4m3fn());
-#endif
-        a0 = fmaf(f[0], lo_f32(xx[2 * j]), a0), a1 = fmaf(f[1], hi_f32(xx[2 * j]), a1);
-        a0 = fmaf(f[2], lo_f32(xx[2 * j + 1]), a0), a1 = fmaf(f[3], hi_f32(xx[2 * j + 1]), a1);
-      }
-    }
+  for (int q = lane; q < packs; q += kW) {
+    const uint4 wv = *reinterpret_cast<const uint4*>(w + q * 16);
+    const uint4 xv = *reinterpret_cast<const uint4*>(x + q * 8);
+    a0 = fmaf(lo_f32(wv.x), lo_f32(xv.x), a0), a1 = fmaf(hi_f32(wv.x), hi_f32(xv.x), a1);
+    a0 = fmaf(lo_f32(wv.y), lo_f32(xv.y), a0), a1 = fmaf(hi_f32(wv.y), hi_f32(xv.y), a1);
+    a0 = fmaf(lo_f32(wv.z), lo_f32(xv.z), a0), a1 = fmaf(hi_f32(wv.z), hi_f32(xv.z), a1);
+    a0 = fmaf(lo_f32(wv.w), lo_f32(xv.w), a0), a1 = fmaf(hi_f32(wv.w), hi_f32(xv.w), a1);
   }
   return a0 + a1;
 }
 
+// FP8 y[rows of this block] = x @ w^T on the tensor cores (mma.m16n8k16, f16 in, f32 sums). Why: decoding FP8 to
+// f32 for FMAs cost ~4 instructions per weight and those phases ran consumer-bound at 3.0-3.5 TB/s.
+// Fragments (as skinny_gemm_mma.cu, with one activation row): A is a tile of 16 weight rows, B is x^T. Lane (g, t)
+// takes columns k = 16t + 64j (16 of them) of rows g and g + 8; its quad q (columns 4q..4q+3 of the 16) is one
+// MMA's k slice (the k order inside an MMA is free as long as A and B agree): A's k 2t, 2t+1 hold columns 4q, 4q+1
+// and k 2t+8, 2t+9 hold 4q+2, 4q+3, so each cvt.e4m3x2 result is an A register as it is; B's registers are x's
+// f16 pairs of the same columns, two consecutive words of one 16-byte load (B's columns 1-7, other activation
+// rows, are don't-cares: every lane loads x). Per 16 weights a lane issues 1/2 + 1/2 + ~1 shared loads, 8
+// conversions and 2 MMAs, with no register moves or selects. D's column 0 is the output: lane (g, 0) holds rows
+// g and g + 8. x is staged as f16 times a power of two (xinv undoes it; see stage_norm) and e4m3 converts to f16
+// exactly, so the products are exact and only the order of the f32 sums differs from the per-op GEMM.
+// Work: the 12 warps are 3 groups of 4; group G takes tiles G, G + 3, ..., and its warp s a quarter of every
+// piece's columns (4 steps of 64 at the 8B shape), so 3 chunks are in work at once, each done in ~1/4 of a warp's
+// time. Pieces are whole 128-column blocks (the weights' widths are multiples of 128), so every step is full.
+// The quarters' sums meet in `part` (double-buffered by GEMM parity: no block barrier between gate and up) in a
+// fixed order after a group barrier, so the result does not depend on timing.
+__device__ void gemm_tiles(const Params& p, const Mat& m, const float* ws, int ws_stride, const uint8_t* ring,
+                           uint64_t* full, uint64_t* empty, volatile unsigned* issued, volatile unsigned* done,
+                           const bf16* x, float xinv, float* part, int g0, bf16* y, int y0, unsigned& c) {
+  const int lane = threadIdx.x % kW, warp = threadIdx.x / kW, g = lane / 4, t = lane % 4;
+  const int grp = warp / kTileQuarters, s = warp % kTileQuarters;
+  // The MMA's rows g and g + 8 are the tile's rows pr and pr + 8, pr = g / 2 + 4 (g % 2): a quarter-warp's two g
+  // then read rows 4 apart, whose 128-byte swizzles (row % 8) put their 64 bytes on disjoint banks.
+  const int pr = (g >> 1) | ((g & 1) << 2);
+  const Plan pl = plan_of<1>(m);
+  constexpr int qw = kTileK / kTileQuarters;  // columns per quarter (a multiple of 64)
+  const int rows = pl.r1 - pl.r0;
+  // Group (g0 + u) % 3 takes tile u whole (g0 carries the rotation from gate into up: 7 + 7 tiles are 5, 5, 4 per
+  // group, not 6, 4, 4). With fewer tiles than groups (o and down at the 8B shape: 31 rows, 2 tiles; one group per
+  // tile left a third of the warps idle and down's last warp 5.6 µs behind its first) each group takes a third of
+  // every tile's pieces instead, and the 12 warps' sums meet after a block barrier.
+  const bool split = pl.units < kTileGroups;
+  const int u0 = split ? 0 : ((grp - g0) % kTileGroups + kTileGroups) % kTileGroups;
+  const int ia = split ? pl.ppr * grp / kTileGroups : 0, ib = split ? pl.ppr * (grp + 1) / kTileGroups : pl.ppr;
+  for (int u = u0; u < pl.units; u += split ? 1 : kTileGroups) {
+    float d[4][4] = {};  // one accumulator per quad: 4 independent MMA chains
+    for (int i = ia; i < ib; i++) {
+      const unsigned cc = c + unsigned(u * pl.ppr + i), slot = cc % unsigned(p.slots);
+      wait_chunk(issued, full, slot, cc / unsigned(p.slots), cc);
+      const int k0 = i * pl.pe, ke = min(min(pl.pe, m.K - k0), (s + 1) * qw);
+      const uint8_t* wr = ring + size_t(slot) * kChunk;
+      const uint8_t* xr = reinterpret_cast<const uint8_t*>(x + k0);
+      // Unrolled twice; loading 2-4 steps into arrays before any MMA spilled at the 128-register cap.
+#pragma unroll 2
+      for (int k = s * qw + 16 * t; k < ke; k += 64) {
+        const uint4 wlo = *reinterpret_cast<const uint4*>(wr + tile_offset(pr, k));
+        const uint4 whi = *reinterpret_cast<const uint4*>(wr + tile_offset(pr + 8, k));
+        const uint4 x0 = *reinterpret_cast<const uint4*>(xr + 2 * k);
+        const uint4 x1 = *reinterpret_cast<const uint4*>(xr + 2 * k + 16);
+        const uint32_t wl[4] = {wlo.x, wlo.y, wlo.z, wlo.w}, wh[4] = {whi.x, whi.y, whi.z, whi.w};
+        const uint32_t xx[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+          uint32_t a[4];
+#ifdef ANVIL_HAS_E4M3_CVT
+          anvil_e4m3x4_to_f16x2(wl[q], a[0], a[2]);
+          anvil_e4m3x4_to_f16x2(wh[q], a[1], a[3]);
+#else
+          __trap();  // never launched: decode_stack needs sm_90
+#endif
+          const uint32_t b[2] = {xx[2 * q], xx[2 * q + 1]};
+          anvil_mma16816<false>(d[q], a, b);
+        }
+      }
+      __syncwarp();
+      if (lane == 0 && atomicAdd(const_cast<unsigned*>(&done[slot]), 1u) == kTileQuarters - 1) {
+        done[slot] = 0;  // before the release: the slot's next use counts from zero
+        anvil_mbar_arrive(&empty[slot]);
+      }
+    }
+    const int row = u * kTileRows + pr;  // within the block's rows; and row + 8
+    float* mine = part + (split ? grp * kTileQuarters + s : s) * rows;  // part[s][row], split: part[grp][s][row]
+    if (t == 0) {
+      if (row < rows) mine[row] = d[0][0] + d[1][0] + d[2][0] + d[3][0];
+      if (row + 8 < rows) mine[row + 8] = d[0][2] + d[1][2] + d[2][2] + d[3][2];
+    }
+    if (split) continue;
+    anvil_bar_sync(kBarTileGroup0 + grp, kTileQuarters * kW);
+    if (s == 0 && t == 0) {
+#pragma unroll
+      for (int e = 0; e < 16; e += 8) {
+        if (row + e >= rows) break;
+        const float* q = part + row + e;
+        const float acc = ((q[0] + q[rows]) + (q[2 * rows] + q[3 * rows])) * xinv;
+        const int r = pl.r0 + row + e;
+        y[r - y0] = from_f32<bf16>(ws ? acc * ws[int64_t(r) * ws_stride] : acc);
+      }
+    }
+  }
+  if (split) {
+    consumer_sync();
+    for (int r = threadIdx.x; r < rows; r += kConsumers) {
+      float acc = 0.f;
+#pragma unroll
+      for (int q = 0; q < kTileGroups * kTileQuarters; q++) acc += part[q * rows + r];
+      acc *= xinv;
+      y[pl.r0 + r - y0] = from_f32<bf16>(ws ? acc * ws[int64_t(pl.r0 + r) * ws_stride] : acc);
+    }
+  }
+  c += unsigned(pl.units * pl.ppr);
+}
+
 // y[rows of this block] = x @ w^T for one matrix, chunks from the ring; `c` is the running chunk count.
-template <int ES>
-__device__ void gemm(const Params& p, const Mat& m, const float* ws, int ws_stride, const uint8_t* ring,
-                     uint64_t* full, uint64_t* empty, volatile unsigned* issued, volatile unsigned* done,
-                     const bf16* x, bf16* y, int y0, unsigned& c) {
+// bf16 weights on the FMA pipes (they run at the copy rate there).
+__device__ void gemm_rows(const Params& p, const Mat& m, const uint8_t* ring, uint64_t* full, uint64_t* empty,
+                          volatile unsigned* issued, volatile unsigned* done, const bf16* x, bf16* y, int y0,
+                          unsigned& c) {
+  constexpr int ES = 2;
   const int lane = threadIdx.x % kW, warp = threadIdx.x / kW;
   const Plan pl = plan_of<ES>(m);
   auto finish = [&](int row, float acc) {
     acc = gpu::warp_sum(acc);
-    if (lane == 0) y[row - y0] = from_f32<bf16>(ws ? acc * ws[int64_t(row) * ws_stride] : acc);
+    if (lane == 0) y[row - y0] = from_f32<bf16>(acc);
   };
   if (pl.ppr == 1) {
     // Whole rows: warp w takes rows w, w + 12, ... of the block's range, so the rows of one chunk (2 bf16 or 4 FP8
@@ -191,7 +292,7 @@ __device__ void gemm(const Params& p, const Mat& m, const float* ws, int ws_stri
       const unsigned cc = c + unsigned(u), slot = cc % unsigned(p.slots);
       wait_chunk(issued, full, slot, cc / unsigned(p.slots), cc);
       const uint8_t* wb = ring + size_t(slot) * kChunk + size_t(i % pl.rpc) * m.K * ES;
-      finish(pl.r0 + i, dot<ES>(wb, x, m.K, lane));
+      finish(pl.r0 + i, dot(wb, x, m.K, lane));
       __syncwarp();
       if (lane == 0 && atomicAdd(const_cast<unsigned*>(&done[slot]), 1u) == unsigned(nr - 1)) {
         done[slot] = 0;  // before the release: the slot's next rows count from zero
@@ -206,7 +307,7 @@ __device__ void gemm(const Params& p, const Mat& m, const float* ws, int ws_stri
       const unsigned cc = c + unsigned(u * pl.ppr + i), slot = cc % unsigned(p.slots);
       wait_chunk(issued, full, slot, cc / unsigned(p.slots), cc);
       const int k0 = i * pl.pe;
-      acc += dot<ES>(ring + size_t(slot) * kChunk, x + k0, min(pl.pe, m.K - k0), lane);
+      acc += dot(ring + size_t(slot) * kChunk, x + k0, min(pl.pe, m.K - k0), lane);
       __syncwarp();
       if (lane == 0) anvil_mbar_arrive(&empty[slot]);
     }
@@ -215,16 +316,51 @@ __device__ void gemm(const Params& p, const Mat& m, const float* ws, int ws_stri
   c += unsigned(pl.units * pl.ppr);
 }
 
+// y[rows of this block] = x @ w^T for one matrix; ws: FP8 scales (per row when ws_stride is 1), xinv: FP8 x's
+// staging scale undone.
+template <int ES>
+__device__ __forceinline__ void gemm(const Params& p, const Mat& m, const float* ws, int ws_stride,
+                                     const uint8_t* ring, uint64_t* full, uint64_t* empty, volatile unsigned* issued,
+                                     volatile unsigned* done, const bf16* x, float xinv, float* part, bf16* y, int y0,
+                                     unsigned& c, int g0 = 0) {
+  if constexpr (ES == 1) gemm_tiles(p, m, ws, ws_stride, ring, full, empty, issued, done, x, xinv, part, g0, y, y0, c);
+  else gemm_rows(p, m, ring, full, empty, issued, done, x, y, y0, c);
+}
+
 __device__ __forceinline__ uint32_t pack2(float a, float b) {
   return uint32_t(from_f32<bf16>(a).bits) | (uint32_t(from_f32<bf16>(b).bits) << 16);
 }
 
+// The power of two that takes values bounded by `bound` under 2^15 (f16's largest finite value is 65504), for
+// staging FP8 GEMM inputs as f16: a bf16 value within 2^29 of the bound is exact there, and smaller ones add
+// less than 2^-29 of the largest product. 1 when the bound is 0 or not finite.
+__device__ __forceinline__ float f16_scale(float bound) {
+  if (!(bound > 0.f) || !(bound <= 3.4e38f)) return 1.f;
+  const int e = int((__float_as_uint(bound) >> 23) & 0xffu) - 126;  // bound < 2^e
+  return __uint_as_float(uint32_t(127 + min(max(15 - e, -126), 127)) << 23);
+}
+// Eight bf16 (a pack) times sc as eight f16 (exact: sc is a power of two that keeps them in range).
+__device__ __forceinline__ uint4 bf16_pack_to_f16(const uint32_t (&v)[4], float sc) {
+  return make_uint4(anvil_f16x2_rn(lo_f32(v[0]) * sc, hi_f32(v[0]) * sc),
+                    anvil_f16x2_rn(lo_f32(v[1]) * sc, hi_f32(v[1]) * sc),
+                    anvil_f16x2_rn(lo_f32(v[2]) * sc, hi_f32(v[2]) * sc),
+                    anvil_f16x2_rn(lo_f32(v[3]) * sc, hi_f32(v[3]) * sc));
+}
+__device__ __forceinline__ float pack_absmax(const uint32_t (&v)[4], float m) {
+#pragma unroll
+  for (int j = 0; j < 4; j++) m = fmaxf(m, fmaxf(fabsf(lo_f32(v[j])), fabsf(hi_f32(v[j]))));
+  return m;
+}
+
 // x = rms_norm(h) * gamma into shared memory (C values), where h = hin (+ badd, rounded to bf16); block 0 stores
-// that h to hout. Each thread re-reads only the x slots it wrote itself before the reduction.
-__device__ void stage_norm(const Params& p, const bf16* hin, const bf16* badd, bf16* hout, const bf16* gamma,
-                           bf16* x, float* red) {
+// that h to hout. Each thread re-reads only the x slots it wrote itself before the reduction. F16 (FP8 weights):
+// x is stored as f16 times sc, sc from the bound max|h| * r * max|gamma| (gmax, per layer, from the host), which
+// the same reduction as the sum of squares gives; returns 1 / sc (1 for bf16).
+template <bool F16>
+__device__ float stage_norm(const Params& p, const bf16* hin, const bf16* badd, bf16* hout, const bf16* gamma,
+                            float gmax, bf16* x, float* red) {
   const int packs = p.C / 8;
-  float ss = 0.f;
+  float ss = 0.f, hmax = 0.f;
   for (int q = threadIdx.x; q < packs; q += kConsumers) {
     uint4 hv = anvil_load16_l2(hin + q * 8);
     if (badd) {
@@ -238,9 +374,17 @@ __device__ void stage_norm(const Params& p, const bf16* hin, const bf16* badd, b
     const uint32_t hh[4] = {hv.x, hv.y, hv.z, hv.w};
 #pragma unroll
     for (int j = 0; j < 4; j++) ss += lo_f32(hh[j]) * lo_f32(hh[j]) + hi_f32(hh[j]) * hi_f32(hh[j]);
+    if constexpr (F16) hmax = pack_absmax(hh, hmax);
     anvil_store16(x + q * 8, hv.x, hv.y, hv.z, hv.w);
   }
-  const float r = rsqrtf(consumer_sum(ss, red) / float(p.C) + p.eps);
+  float sc = 1.f, r;
+  if constexpr (F16) {
+    consumer_sum_max(ss, hmax, red);
+    r = rsqrtf(ss / float(p.C) + p.eps);
+    sc = f16_scale(hmax * r * gmax * 1.00390625f);  // bf16 rounding may add 2^-8
+  } else {
+    r = rsqrtf(consumer_sum(ss, red) / float(p.C) + p.eps);
+  }
   for (int q = threadIdx.x; q < packs; q += kConsumers) {
     const uint4 hv = *reinterpret_cast<const uint4*>(x + q * 8);
     const uint4 gv = *reinterpret_cast<const uint4*>(gamma + q * 8);
@@ -249,18 +393,41 @@ __device__ void stage_norm(const Params& p, const bf16* hin, const bf16* badd, b
 #pragma unroll
     for (int j = 0; j < 4; j++)
       o[j] = pack2(lo_f32(hh[j]) * r * lo_f32(gg[j]), hi_f32(hh[j]) * r * hi_f32(gg[j]));
-    anvil_store16(x + q * 8, o[0], o[1], o[2], o[3]);
+    if constexpr (F16) {
+      const uint4 f = bf16_pack_to_f16(o, sc);
+      anvil_store16(x + q * 8, f.x, f.y, f.z, f.w);
+    } else {
+      anvil_store16(x + q * 8, o[0], o[1], o[2], o[3]);
+    }
   }
   consumer_sync();
+  return 1.f / sc;
 }
 
-// x = v (n values written earlier in this launch) into shared memory.
-__device__ void stage_copy(const bf16* v, int n, bf16* x) {
+// x = v (n values written earlier in this launch) into shared memory. F16: as f16 times sc, from the block's max
+// |v| (a second pass over the thread's own packs); returns 1 / sc (1 for bf16).
+template <bool F16>
+__device__ float stage_copy(const bf16* v, int n, bf16* x, float* red) {
+  float m = 0.f;
   for (int q = threadIdx.x; q < n / 8; q += kConsumers) {
     const uint4 a = anvil_load16_l2(v + q * 8);
     anvil_store16(x + q * 8, a.x, a.y, a.z, a.w);
+    if constexpr (F16) m = pack_absmax({a.x, a.y, a.z, a.w}, m);
+  }
+  if constexpr (!F16) {
+    consumer_sync();
+    return 1.f;
+  }
+  float unused = 0.f;
+  consumer_sum_max(unused, m, red);
+  const float sc = f16_scale(m);
+  for (int q = threadIdx.x; q < n / 8; q += kConsumers) {
+    const uint4 a = *reinterpret_cast<const uint4*>(x + q * 8);
+    const uint4 f = bf16_pack_to_f16({a.x, a.y, a.z, a.w}, sc);
+    anvil_store16(x + q * 8, f.x, f.y, f.z, f.w);
   }
   consumer_sync();
+  return 1.f / sc;
 }
 
 // down's x = silu(gate) * up, as swiglu_fwd computes it for bf16, for the block's rows [a, b) of gate and up
@@ -274,7 +441,7 @@ __device__ void swiglu_rows(const bf16* g, const bf16* u, int a, int b, bf16* ou
 // ---- the kernel --------------------------------------------------------------------------------------------
 template <int ES, int HD, int G>
 __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params p) {
-  extern __shared__ __align__(128) uint8_t smem[];
+  extern __shared__ __align__(1024) uint8_t smem[];
   uint8_t* ring = smem;
   bf16* x = reinterpret_cast<bf16*>(smem + size_t(p.slots) * kChunk);
   float* red = reinterpret_cast<float*>(smem + size_t(p.slots) * kChunk + p.x_bytes);
@@ -291,11 +458,17 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
     anvil_mbar_init_fence();
   }
   __syncthreads();
+  if (ES == 1 && threadIdx.x == 0 && (anvil_smem_u32(ring) & 1023u) != 0) {  // the 128-byte swizzle's alignment
+    printf("decode_stack: the ring starts at shared address %u, not on 1024 bytes\n", anvil_smem_u32(ring));
+    __trap();
+  }
   if (threadIdx.x >= kConsumers) {  // the producer warp: one lane issues every copy
     if (threadIdx.x == kConsumers) produce<ES>(p, ring, full, empty, issued);
     return;
   }
+  constexpr bool F16 = ES == 1;  // FP8 weights: GEMM inputs staged as scaled f16 for the tensor cores
   unsigned c = 0, passed = 0;
+  float xinv = 1.f;
   bf16* h = p.h0;       // the residual stream
   bf16* h_next = p.h1;  // where block 0 writes h + b
   auto swap_h = [&] {
@@ -305,8 +478,12 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
   // This block's rows [rows_a, rows_b) of gate and of up, whose outputs stay in shared memory after x's C values.
   const int rows_a = int(int64_t(p.H) * blockIdx.x / gridDim.x);
   const int rows_b = int(int64_t(p.H) * (blockIdx.x + 1) / gridDim.x);
+  const int up_g0 = (rows_b - rows_a + kTileRows - 1) / kTileRows % kTileGroups;  // FP8: gate's tiles, rotated on
   bf16* y_gate = x + (p.C + 7) / 8 * 8;
   bf16* y_up = y_gate + (rows_b - rows_a + 7) / 8 * 8;
+  // FP8: the tile GEMMs' quarter sums, two buffers of 4 x (the block's rows at most) f32, alternating by GEMM.
+  float* part[2] = {reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(x) + p.part_offset),
+                    reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(x) + p.part_offset) + p.part_floats};
   unsigned long long* tr = p.trace ? p.trace + blockIdx.x : nullptr;
   auto at = [&](int l, int k) { return tr ? tr + (int64_t(l) * kStamps + k) * gridDim.x : nullptr; };
   auto stamp = [&](int l, int k) {
@@ -316,13 +493,14 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
   for (int l = 0; l < p.L; l++) {
     const Layer& ly = p.layers[l];
     if (l == 0) {
-      stage_norm(p, h, nullptr, nullptr, ly.in_norm, x, red);
+      xinv = stage_norm<F16>(p, h, nullptr, nullptr, ly.in_norm, ly.in_gmax, x, red);
     } else {
-      stage_norm(p, h, p.branch, h_next, ly.in_norm, x, red);
+      xinv = stage_norm<F16>(p, h, p.branch, h_next, ly.in_norm, ly.in_gmax, x, red);
       swap_h();
     }
     stamp(l, 0);
-    gemm<ES>(p, mat_of<ES>(p, ly, 0), ly.ws[0], ly.ws_stride[0], ring, full, empty, issued, done, x, p.qkv, 0, c);
+    gemm<ES>(p, mat_of<ES>(p, ly, 0), ly.ws[0], ly.ws_stride[0], ring, full, empty, issued, done, x, xinv, part[0],
+             p.qkv, 0, c);
     stamp(l, 1);
     grid_sync(p.counters, passed, at(l, 2));
     stamp(l, 3);
@@ -330,24 +508,28 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
     stamp(l, 4);
     grid_sync(p.counters, passed, at(l, 5));
     stamp(l, 6);
-    stage_copy(p.att, p.QD, x);
+    xinv = stage_copy<F16>(p.att, p.QD, x, red);
     stamp(l, 7);
-    gemm<ES>(p, mat_of<ES>(p, ly, 1), ly.ws[1], ly.ws_stride[1], ring, full, empty, issued, done, x, p.branch, 0, c);
+    gemm<ES>(p, mat_of<ES>(p, ly, 1), ly.ws[1], ly.ws_stride[1], ring, full, empty, issued, done, x, xinv, part[1],
+             p.branch, 0, c);
     stamp(l, 8);
     grid_sync(p.counters, passed, at(l, 9));
     stamp(l, 10);
-    stage_norm(p, h, p.branch, h_next, ly.post_norm, x, red);
+    xinv = stage_norm<F16>(p, h, p.branch, h_next, ly.post_norm, ly.post_gmax, x, red);
     swap_h();
     stamp(l, 11);
-    gemm<ES>(p, mat_of<ES>(p, ly, 2), ly.ws[2], ly.ws_stride[2], ring, full, empty, issued, done, x, y_gate, rows_a, c);
+    gemm<ES>(p, mat_of<ES>(p, ly, 2), ly.ws[2], ly.ws_stride[2], ring, full, empty, issued, done, x, xinv, part[0],
+             y_gate, rows_a, c);
     const float* ws_up = ly.ws[2] ? ly.ws[2] + int64_t(p.H) * ly.ws_stride[2] : nullptr;
-    gemm<ES>(p, mat_of<ES>(p, ly, 3), ws_up, ly.ws_stride[2], ring, full, empty, issued, done, x, y_up, rows_a, c);
+    gemm<ES>(p, mat_of<ES>(p, ly, 3), ws_up, ly.ws_stride[2], ring, full, empty, issued, done, x, xinv, part[1], y_up,
+             rows_a, c, up_g0);
     swiglu_rows(y_gate, y_up, rows_a, rows_b, p.gu);
     grid_sync(p.counters, passed, at(l, 12));
     stamp(l, 13);
-    stage_copy(p.gu, p.H, x);
+    xinv = stage_copy<F16>(p.gu, p.H, x, red);
     stamp(l, 14);
-    gemm<ES>(p, mat_of<ES>(p, ly, 4), ly.ws[3], ly.ws_stride[3], ring, full, empty, issued, done, x, p.branch, 0, c);
+    gemm<ES>(p, mat_of<ES>(p, ly, 4), ly.ws[3], ly.ws_stride[3], ring, full, empty, issued, done, x, xinv, part[0],
+             p.branch, 0, c);
     stamp(l, 15);
     if (l + 1 < p.L) {
       grid_sync(p.counters, passed, at(l, 16));
@@ -360,17 +542,28 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
 }
 
 // The x region: the largest GEMM input (T), the attention phase's floats, or x (C) with the gate and up outputs
-// of the block's rows (at most ceil(H / grid) each).
-int x_region_bytes(const DecodeStackShape& s, int grid) {
+// of the block's rows (at most ceil(H / grid) each); then (FP8) the tile GEMMs' two quarter-sum buffers of 4 x the
+// block's rows at most (the attention phase may overwrite them: no GEMM is in flight then).
+struct XRegion {
+  int part_offset, part_floats, bytes;
+};
+XRegion x_region(const DecodeStackShape& s, int grid) {
+  auto r128 = [](int64_t b) { return int((b + 127) / 128 * 128); };
   const int64_t kmax = std::max({s.C, s.NH * s.HD, s.H});
   const int64_t rows = (s.H + grid - 1) / grid;
-  const int64_t b = std::max({kmax * 2, int64_t(attn_floats(int(s.HD), int(s.NH / s.NKV))) * 4,
-                              ((s.C + 7) / 8 * 8 + 2 * ((rows + 7) / 8 * 8)) * 2});
-  return int((b + 127) / 128 * 128);
+  const int64_t nmax = std::max({s.NH * s.HD + 2 * s.NKV * s.HD, s.C, s.H});
+  XRegion r;
+  r.part_offset = r128(std::max(kmax * 2, ((s.C + 7) / 8 * 8 + 2 * ((rows + 7) / 8 * 8)) * 2));
+  // 4 quarters x the block's rows, or 12 warps x 32 rows when a matrix has fewer tiles than groups (gemm_tiles).
+  r.part_floats = int(kTileQuarters * std::max<int64_t>((nmax + grid - 1) / grid, kTileGroups * 2 * kTileRows));
+  r.bytes = r128(std::max(int64_t(r.part_offset) + 2 * r.part_floats * 4,
+                          int64_t(attn_floats(int(s.HD), int(s.NH / s.NKV))) * 4));
+  return r;
 }
+int x_region_bytes(const DecodeStackShape& s, int grid) { return x_region(s, grid).bytes; }
 constexpr int kMiscBytes = kWarps * 2 * 4 + 2 * kMaxSlots * 8 + 2 * kMaxSlots * 4;
 
-// Ring slots that fit the device's per-block shared memory next to the x region.
+// Ring slots that fit the device's per-block shared memory next to the x region (H200, 8B shape: 12).
 int ring_slots(const DecodeStackShape& s) {
   const auto info = gpu::device_info(gpu::current_device());
   const int64_t room = int64_t(info.smem_per_block_optin) - x_region_bytes(s, info.compute_units) - kMiscBytes;
@@ -418,15 +611,13 @@ void print_trace(const Tensor& t, int L, int grid, double launch_us) {
   std::fprintf(stderr, "  %-26s %8.2f (µs, events around the counter reset and the launch)\n", "launch", launch_us);
 }
 
-// Ring slots in use: all that fit (ring_slots), or fewer with ANVIL_DECODE_STACK_SLOTS (for measuring how the
-// bytes in flight per SM trade overlap against the latency of the small reads queued behind them).
-int slots_in_use(int fit) {
-  const char* e = std::getenv("ANVIL_DECODE_STACK_SLOTS");
-  if (!e || !*e) return fit;
+// A ring knob read from the environment: `dflt` when unset, else an integer in [lo, hi] or a clear error.
+int ring_knob(const char* name, int lo, int hi, int dflt) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return dflt;
   char* end = nullptr;
   const long n = std::strtol(e, &end, 10);
-  ANVIL_CHECK(*end == 0 && n >= kMinSlots && n <= fit, "decode_stack",
-              str("ANVIL_DECODE_STACK_SLOTS in [", kMinSlots, ", ", fit, "]"), e);
+  ANVIL_CHECK(*end == 0 && n >= lo && n <= hi, "decode_stack", str(name, " in [", lo, ", ", hi, "]"), e);
   return int(n);
 }
 
@@ -441,6 +632,24 @@ struct Scratch {
     bytes = part + 4 * s.NKV * max_splits * (s.NH / s.NKV) * (s.HD + 2);
   }
 };
+
+// max |v| of a bf16 vector (the norm weights, once per plan): FP8 x staging scales from it (stage_norm).
+float abs_max(const Tensor& v) {
+  const Tensor h = v.to(Device::cpu());
+  float m = 0.f;
+  for (int64_t i = 0; i < h.numel(); i++) m = std::max(m, std::fabs(to_f32(h.data<bf16>()[i])));
+  return m;
+}
+
+// The FP8 tile map of a weight (N rows, K bytes, K a multiple of 128): 8-byte elements, dims (16, N, K / 128) with
+// strides (K, 128) bytes, so a (16, 16, 8) box is rows [r, r + 16) x bytes [128 b, 128 (b + 8)) laid out as
+// [block][row][128 B], 128-byte swizzled (tile_offset reads it).
+std::string encode_weight_map(void* map128, const Tensor& w) {
+  const uint64_t N = uint64_t(w.size(0)), K = uint64_t(w.size(1));
+  const uint64_t dims[3] = {16, N, K / 128}, strides[2] = {K, 128};
+  const uint32_t box[3] = {16, uint32_t(kTileRows), uint32_t(kTileK / 128)};
+  return gpu::vendor::encode_tile_map(map128, 3, 8, w.data_ptr(), dims, strides, box, true);
+}
 
 using KernelFn = void (*)(const Params);
 template <int ES, int HD>
@@ -469,9 +678,14 @@ std::string decode_stack_unsupported_gpu(const DecodeStackShape& s, const std::v
   if (s.NKV > info.compute_units)  // one attention block per kv-head at least
     return str("at most ", info.compute_units, " kv-heads (one block per SM), got ", s.NKV);
   if (ring_slots(s) < kMinSlots)
-    return str("room for ", kMinSlots, " ring slots of ", kChunk, " B next to ", x_region_bytes(s, info.compute_units),
-               " B of activations in ", info.smem_per_block_optin, " B of shared memory per block");
-  (void)layers;
+    return str("room for ", kMinSlots, " ring slots of ", kChunk, " B next to ",
+               x_region_bytes(s, info.compute_units), " B of activations in ", info.smem_per_block_optin,
+               " B of shared memory per block");
+  if (dtype_is_fp8(layers[0].qkv.w.dtype())) {  // the driver takes the tile maps (checked on one weight)
+    alignas(64) unsigned char map[128];
+    const std::string e = encode_weight_map(map, layers[0].qkv.w);
+    if (!e.empty()) return str("a tensor map of the FP8 weights (", e, ")");
+  }
   return "";
 }
 
@@ -495,7 +709,21 @@ DecodeStack::DecodeStack(const DecodeStackShape& s, const std::vector<DecodeStac
       h.ws_stride[m] = fp8 && ws[m]->scale.numel() > 1 ? 1 : 0;
     }
     h.in_norm = d.in_norm.data<bf16>(), h.post_norm = d.post_norm.data<bf16>();
+    h.in_gmax = abs_max(d.in_norm), h.post_gmax = abs_max(d.post_norm);
     h.kc = d.k_cache.data<bf16>(), h.vc = d.v_cache.data<bf16>();
+  }
+  if (dtype_is_fp8(wdt_)) {  // tile maps of every FP8 weight, 128 B each, on the device next to the table
+    Tensor maps = Tensor::zeros({L_ * 4 * 128}, DType::u8, Device::cpu());
+    for (size_t l = 0; l < layers.size(); l++) {
+      const Tensor* ws[4] = {&layers[l].qkv.w, &layers[l].o.w, &layers[l].gate_up.w, &layers[l].down.w};
+      for (int m = 0; m < 4; m++) {
+        const std::string e = encode_weight_map(maps.data<uint8_t>() + (l * 4 + m) * 128, *ws[m]);
+        ANVIL_CHECK(e.empty(), "decode_stack", "a tensor map of every FP8 weight", str("layer ", l, ": ", e));
+      }
+    }
+    tmaps_ = maps.to(dev);
+    for (size_t l = 0; l < layers.size(); l++)
+      for (int m = 0; m < 4; m++) host[l].tmap[m] = tmaps_.data<uint8_t>() + (l * 4 + m) * 128;
   }
   Tensor bytes = Tensor::empty({int64_t(host.size() * sizeof(Layer))}, DType::u8, Device::cpu());
   std::memcpy(bytes.data_ptr(), host.data(), host.size() * sizeof(Layer));
@@ -522,7 +750,13 @@ void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branc
   p.layers = reinterpret_cast<const Layer*>(table_.data_ptr());
   p.L = int(L_), p.C = int(s_.C), p.NH = int(s_.NH), p.NKV = int(s_.NKV), p.H = int(s_.H);
   p.QD = int(QD), p.KVD = int(KVD), p.Tmax = int(Tmax_);
-  p.slots = slots_in_use(ring_slots(s_)), p.x_bytes = x_region_bytes(s_, cus);
+  // Ring slots: all that fit, or fewer with ANVIL_DECODE_STACK_SLOTS (for measuring how the bytes in flight per SM
+  // trade overlap against the latency of the small reads queued behind them).
+  const bool fp8 = dtype_is_fp8(wdt_);
+  const int fit = ring_slots(s_);
+  p.slots = ring_knob("ANVIL_DECODE_STACK_SLOTS", kMinSlots, fit, fit);
+  const XRegion xr = x_region(s_, cus);
+  p.x_bytes = xr.bytes, p.part_offset = xr.part_offset, p.part_floats = xr.part_floats;
   p.max_splits = int(max_splits_);
   p.eps = s_.eps, p.scale_log2 = s_.attn_scale * 1.4426950408889634f;
   // Weights leave L2 first, so the activations and KV cache the bubbles read stay in it. H200, 8B shape, batch 1,
@@ -538,7 +772,7 @@ void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branc
   p.gu = reinterpret_cast<bf16*>(sb + sl.gu), p.part = reinterpret_cast<float*>(sb + sl.part);
   p.counters = reinterpret_cast<unsigned*>(counters_.data_ptr());
   p.inv_freq = inv_freq_.data<float>(), p.start = start.data<int32_t>();
-  const KernelFn k = dtype_is_fp8(wdt_) ? pick<1>(int(s_.HD), int(G)) : pick<2>(int(s_.HD), int(G));
+  const KernelFn k = fp8 ? pick<1>(int(s_.HD), int(G)) : pick<2>(int(s_.HD), int(G));
   const size_t smem = size_t(p.slots) * kChunk + size_t(p.x_bytes) + kMiscBytes;
   ANVIL_GPU_CHECK(gpuFuncSetAttribute(reinterpret_cast<const void*>(k), gpuFuncAttributeMaxDynamicSharedMemorySize,
                                       int(smem)));

@@ -75,6 +75,7 @@ class DecodeStack {
   Tensor table_;    // the layer table (device copy of decode_stack.cu's Layer structs, as bytes)
   Tensor scratch_;  // qkv, att, gu (T) and attention partials (f32)
   Tensor counters_; // i32: [0] grid barrier, [1, 1 + NKV) attention tickets
+  Tensor tmaps_;    // FP8: the weights' tile maps (decode_stack.cu), 128 B per weight
   Tensor inv_freq_;
 };
 

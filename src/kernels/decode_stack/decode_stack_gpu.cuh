@@ -19,6 +19,22 @@ constexpr int kMaxSlots = 16;
 constexpr int kMinSlots = 4;
 constexpr int kAttnRows = 64;                     // rows per attention split at least
 constexpr int kBarConsumers = 1;                  // hardware barrier id of the consumer warps
+constexpr int kBarTileGroup0 = 2;                 // ids 2, 3, 4: the FP8 tile groups (gemm_tiles)
+// FP8 weights go to the tensor cores (decode_stack.cu, gemm_tiles): their chunk is a tile of kTileRows rows by
+// kTileK columns, one tiled copy through a tensor map that sees a weight (N, K) as (K / 128 blocks, N rows, 128 B)
+// with the rows inside the blocks, so the tile lands as [block][row][128 B] under the 128-byte swizzle and the
+// rows a quarter-warp reads fall on different banks (tile_offset).
+constexpr int kTileRows = 16;                     // the MMA's m
+constexpr int kTileK = kChunk / kTileRows;        // 1024 FP8 columns: 8 blocks of 128
+constexpr int kTileQuarters = 4;                  // warps per tile, each a quarter of every piece's columns
+constexpr int kTileGroups = kWarps / kTileQuarters;
+static_assert(kWarps % kTileQuarters == 0, "FP8 tile groups");
+// Byte offset in a tile slot of row r, column k (k a multiple of 16): 128-byte line (k / 128) * 16 + r, its
+// 16-byte chunk (k / 16) % 8 swizzled by the line's index mod 8 (r % 8): two rows 4 apart read at the same 64
+// columns (4 chunks each) use 8 distinct chunks, all banks once.
+__device__ __forceinline__ int tile_offset(int r, int k) {
+  return (((k >> 7) * kTileRows + r) << 7) + ((((k >> 4) & 7) ^ (r & 7)) << 4);
+}
 
 struct Layer {
   const uint8_t* w[4];    // q|k|v (QD + 2 KVD, C), o (C, QD), gate|up (2H, C), down (C, H)
@@ -26,6 +42,8 @@ struct Layer {
   int ws_stride[4];       // 1: per row; 0: per tensor
   const bf16* in_norm;
   const bf16* post_norm;
+  float in_gmax, post_gmax;  // max |gamma| of each norm (FP8: x's f16 staging scale)
+  const void* tmap[4];    // FP8: tensor maps of w[0..3] (tiles of kTileRows x kTileK), or nullptr
   bf16* kc;               // (Tmax, NKV, HD)
   bf16* vc;
 };
@@ -33,6 +51,7 @@ struct Layer {
 struct Params {
   const Layer* layers;
   int L, C, NH, NKV, H, QD, KVD, Tmax, slots, x_bytes, max_splits;
+  int part_offset, part_floats;  // FP8 tile sums: byte offset in the x region, floats per buffer
   int l2_first;           // weights copied with an L2 evict-first policy (default)
   float eps, scale_log2;  // attention scale * log2(e)
   bf16* h0;
@@ -93,6 +112,18 @@ __device__ __forceinline__ float consumer_sum(float v, float* red) {
   for (int w = 0; w < kWarps; w++) t += red[w];
   consumer_sync();  // red is reused by the next call
   return t;
+}
+
+// Block-wide sum of v and max of m (the consumer warps), one barrier pair for both.
+__device__ __forceinline__ void consumer_sum_max(float& v, float& m, float* red) {
+  const int lane = threadIdx.x % kW, warp = threadIdx.x / kW;
+  v = gpu::warp_sum(v), m = gpu::warp_max(m);
+  if (lane == 0) red[warp] = v, red[kWarps + warp] = m;
+  consumer_sync();
+  v = 0.f, m = 0.f;
+#pragma unroll
+  for (int w = 0; w < kWarps; w++) v += red[w], m = fmaxf(m, red[kWarps + w]);
+  consumer_sync();
 }
 
 // Every block arrives, then waits for all: the phase's global writes are visible after it. Thread 0 arrives with

@@ -1,6 +1,8 @@
 // NVIDIA spellings. One of the two files (with hip.h) allowed to name the vendor runtime.
 #pragma once
+#include <cuda.h>  // CUtensorMap and its enums only: the encoder is reached through the runtime (no -lcuda)
 #include <cuda_runtime.h>
+#include <cudaTypedefs.h>
 
 #include <string>
 #include <utility>
@@ -46,6 +48,13 @@ __device__ __forceinline__ void anvil_e4m3x4_to_f32(uint32_t w, float (&f)[4]) {
       : "=f"(f[0]), "=f"(f[1]), "=f"(f[2]), "=f"(f[3])
       : "r"(w));
 }
+// The same four bytes as two f16 pairs, exactly, for the f16 MMA: lo = weights 0, 1 and hi = weights 2, 3 (low
+// half first). 2 instructions for 4 weights.
+__device__ __forceinline__ void anvil_e4m3x4_to_f16x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  asm("{\n .reg .b16 a, b;\n mov.b32 {a, b}, %2;\n cvt.rn.f16x2.e4m3x2 %0, a;\n cvt.rn.f16x2.e4m3x2 %1, b;\n}"
+      : "=r"(lo), "=r"(hi)
+      : "r"(w));
+}
 #endif
 
 // Warp-level tensor-core product, m16n8k16 with f32 accumulation: d (16 x 8) += a (16 x 16) * b (16 x 8), a and b
@@ -89,6 +98,17 @@ __device__ __forceinline__ uint32_t anvil_mul2_16(uint32_t x, uint32_t c) {
   else asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(c), "r"(0x80008000u));
 #else
   r = x;
+  __trap();
+#endif
+  return r;
+}
+// Two floats to an f16 pair, round to nearest (lo in the low half).
+__device__ __forceinline__ uint32_t anvil_f16x2_rn(float lo, float hi) {
+  uint32_t r;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#else
+  r = 0;
   __trap();
 #endif
   return r;
@@ -217,7 +237,30 @@ __device__ __forceinline__ void anvil_bulk_copy_g2s(void* smem, const void* gmem
       "l"(gmem), "r"(bytes), "r"(anvil_smem_u32(bar)), "l"(policy)
       : "memory");
 }
+// A 3-D tile of a tensor map (encode_tile_map) into shared memory, completing on `bar` like the bulk copies.
+// `map`: the map's generic address in global memory; c0..c2: the box's first element, innermost dimension first
+// (out-of-range elements arrive as zeros). `dst` is 1024-byte aligned for the 128-byte swizzle.
+__device__ __forceinline__ void anvil_tile_copy_g2s_3d(void* dst, const void* map, int c0, int c1, int c2,
+                                                       uint64_t* bar, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(anvil_smem_u32(dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(anvil_smem_u32(bar)), "l"(policy)
+      : "memory");
+}
+__device__ __forceinline__ void anvil_tile_copy_g2s_3d(void* dst, const void* map, int c0, int c1, int c2,
+                                                       uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(anvil_smem_u32(dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(anvil_smem_u32(bar))
+      : "memory");
+}
 #else
+__device__ __forceinline__ void anvil_tile_copy_g2s_3d(void*, const void*, int, int, int, uint64_t*, uint64_t) {
+  __trap();
+}
+__device__ __forceinline__ void anvil_tile_copy_g2s_3d(void*, const void*, int, int, int, uint64_t*) { __trap(); }
 __device__ __forceinline__ uint64_t anvil_l2_evict_first() {
   __trap();
   return 0;
@@ -339,6 +382,41 @@ inline error_t launch_early(void (*kernel)(KArgs...), dim3 grid, dim3 block, siz
   cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = stream;
   cfg.attrs = attr, cfg.numAttrs = 1;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+// Tensor maps (sm_90's tiled copies): a 128-byte descriptor of a strided tensor that one copy instruction reads a
+// box of (anvil_tile_copy_g2s_3d). Elements of `elem_bytes` (1, 2, 4 or 8), dims[0] innermost, strides_bytes of
+// dims 1..rank-1, `swizzle128`: the 128-byte shared-memory swizzle (16-byte chunk c of 128-byte line L lands at
+// chunk c ^ (L % 8)). Returns an empty string, or the driver's refusal.
+inline std::string encode_tile_map(void* map128, int rank, int elem_bytes, const void* base, const uint64_t* dims,
+                                   const uint64_t* strides_bytes, const uint32_t* box, bool swizzle128) {
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      fn = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  if (!encode) return "the driver has no cuTensorMapEncodeTiled";
+  CUtensorMapDataType dt = CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  switch (elem_bytes) {
+    case 1: dt = CU_TENSOR_MAP_DATA_TYPE_UINT8; break;
+    case 2: dt = CU_TENSOR_MAP_DATA_TYPE_UINT16; break;
+    case 4: dt = CU_TENSOR_MAP_DATA_TYPE_UINT32; break;
+    case 8: dt = CU_TENSOR_MAP_DATA_TYPE_UINT64; break;
+    default: return "element size 1, 2, 4 or 8";
+  }
+  cuuint64_t d[5], st[4];
+  cuuint32_t bx[5], es[5];
+  for (int i = 0; i < rank; i++) d[i] = dims[i], bx[i] = box[i], es[i] = 1;
+  for (int i = 0; i + 1 < rank; i++) st[i] = strides_bytes[i];
+  const CUresult r = encode(static_cast<CUtensorMap*>(map128), dt, cuuint32_t(rank), const_cast<void*>(base), d, st,
+                            bx, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? std::string() : "cuTensorMapEncodeTiled error " + std::to_string(int(r));
 }
 
 // Launches `kernel` with every block resident at once (a cooperative launch: the runtime refuses a grid that
