@@ -414,17 +414,16 @@ __device__ float stage_copy(const bf16* v, int n, bf16* x, float* red) {
     anvil_store16(x + q * 8, a.x, a.y, a.z, a.w);
     if constexpr (F16) m = pack_absmax({a.x, a.y, a.z, a.w}, m);
   }
-  if constexpr (!F16) {
-    consumer_sync();
-    return 1.f;
-  }
-  float unused = 0.f;
-  consumer_sum_max(unused, m, red);
-  const float sc = f16_scale(m);
-  for (int q = threadIdx.x; q < n / 8; q += kConsumers) {
-    const uint4 a = *reinterpret_cast<const uint4*>(x + q * 8);
-    const uint4 f = bf16_pack_to_f16({a.x, a.y, a.z, a.w}, sc);
-    anvil_store16(x + q * 8, f.x, f.y, f.z, f.w);
+  float sc = 1.f;
+  if constexpr (F16) {
+    float unused = 0.f;
+    consumer_sum_max(unused, m, red);
+    sc = f16_scale(m);
+    for (int q = threadIdx.x; q < n / 8; q += kConsumers) {
+      const uint4 a = *reinterpret_cast<const uint4*>(x + q * 8);
+      const uint4 f = bf16_pack_to_f16({a.x, a.y, a.z, a.w}, sc);
+      anvil_store16(x + q * 8, f.x, f.y, f.z, f.w);
+    }
   }
   consumer_sync();
   return 1.f / sc;
