@@ -22,7 +22,8 @@
 // - Math, FP8: on the FMA pipes an FP8 row cost ~560 issue slots (decode to f16 and f32, 3 shared loads and 16
 //   FMAs per 16 weights) and those phases ran at 3.0-3.5 TB/s, consumer-bound. So FP8 chunks are tiles of 16
 //   rows x 1024 columns (one tiled copy through a tensor map) that 4 warps multiply on the tensor cores
-//   (gemm_tiles), with x staged as f16 scaled by a power of two: 89-93% of the copy rate (docs/decode_kernels.md).
+//   (gemm_tiles in decode_stack_tiles.cuh), with x staged as f16 scaled by a power of two: 89-93% of the copy
+//   rate (docs/decode_kernels.md).
 // - Phases per layer, separated by grid barriers (a global counter, zeroed before the launch):
 //   1. h += b, norm (every block computes the 4096-wide norm itself from L2; block 0 stores h), q|k|v GEMM;
 //   2. rope and attention: block (kv-head g, split s) rotates its q-heads and k, appends k and v to the cache
@@ -32,7 +33,6 @@
 //   Residual buffers alternate (h0, h1) so no block reads the h another block is writing.
 // - Activations written inside the launch are read with ld.global.cg (L2): L1 is not coherent across SMs.
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -43,6 +43,8 @@
 #include "kernels/decode_stack/decode_stack.h"
 #include "kernels/decode_stack/decode_stack_attention.cuh"
 #include "kernels/decode_stack/decode_stack_gpu.cuh"
+#include "kernels/decode_stack/decode_stack_tiles.cuh"
+#include "kernels/elementwise/elementwise.h"
 #include "kernels/swiglu/swiglu_gpu.cuh"
 
 namespace anvil {
@@ -61,57 +63,6 @@ const char* const kStampNames[kStamps] = {
     "gemm o (warp 0)", "o: last warp",          "barrier 3",       "norm (post)",
     "gate, up, swiglu: last warp", "barrier 4",  "stage x (down)",  "gemm down (warp 0)",
     "down: last warp", "barrier 5"};
-
-// ---- the chunk schedule (producer and consumers compute the same one) ----------------------------------------
-struct Mat {
-  const uint8_t* w;
-  int N, K;          // rows, columns
-  const void* tmap;  // FP8: the weight's tensor map, whose rows start at row0 (up: the second half of gate|up)
-  int row0;
-};
-// The five matrices of a layer in stream order: q|k|v, o, gate, up (the two halves of the stacked gate|up weight,
-// so a block owns the same rows of both and applies SwiGLU to its own outputs), down.
-constexpr int kMats = 5;
-template <int ES>
-__device__ __forceinline__ Mat mat_of(const Params& p, const Layer& ly, int m) {
-  switch (m) {
-    case 0: return {ly.w[0], p.QD + 2 * p.KVD, p.C, ly.tmap[0], 0};
-    case 1: return {ly.w[1], p.C, p.QD, ly.tmap[1], 0};
-    case 2: return {ly.w[2], p.H, p.C, ly.tmap[2], 0};
-    case 3: return {ly.w[2] + int64_t(p.H) * p.C * ES, p.H, p.C, ly.tmap[2], p.H};
-    default: return {ly.w[3], p.C, p.H, ly.tmap[3], 0};
-  }
-}
-// The block's rows [r0, r1) of a matrix, cut into units of rpc whole rows (a row fits a chunk) or of one row in
-// ppr pieces of pe elements (it does not: down's 14336-wide bf16 rows are two 14 KB pieces).
-struct Plan {
-  int r0, r1, rpc, ppr, pe, units;
-};
-// FP8 (ES = 1): units of kTileRows rows, each row in ppr pieces of kTileK columns (the last one shorter), one tile
-// chunk per piece.
-template <int ES>
-__device__ __forceinline__ Plan plan_of(const Mat& m) {
-  Plan pl;
-  pl.r0 = int(int64_t(m.N) * blockIdx.x / gridDim.x);
-  pl.r1 = int(int64_t(m.N) * (blockIdx.x + 1) / gridDim.x);
-  const int row_bytes = m.K * ES;
-  if constexpr (ES == 1) {
-    pl.rpc = kTileRows, pl.pe = kTileK;
-    pl.ppr = (m.K + kTileK - 1) / kTileK;
-    pl.units = (pl.r1 - pl.r0 + kTileRows - 1) / kTileRows;
-  } else if (row_bytes <= kChunk) {
-    pl.rpc = kChunk / row_bytes, pl.ppr = 1, pl.pe = m.K;
-    pl.units = (pl.r1 - pl.r0 + pl.rpc - 1) / pl.rpc;
-  } else {
-    constexpr int align = 16 / ES;  // a piece is whole 16-byte packs
-    const int ppr0 = (row_bytes + kChunk - 1) / kChunk;
-    pl.rpc = 1;
-    pl.pe = ((m.K + ppr0 - 1) / ppr0 + align - 1) / align * align;
-    pl.ppr = (m.K + pl.pe - 1) / pl.pe;
-    pl.units = pl.r1 - pl.r0;
-  }
-  return pl;
-}
 
 // ---- producer ----------------------------------------------------------------------------------------------
 template <int ES>
@@ -169,108 +120,6 @@ __device__ __forceinline__ float dot(const uint8_t* w, const bf16* x, int n, int
   return a0 + a1;
 }
 
-// FP8 y[rows of this block] = x @ w^T on the tensor cores (mma.m16n8k16, f16 in, f32 sums). Why: decoding FP8 to
-// f32 for FMAs cost ~4 instructions per weight and those phases ran consumer-bound at 3.0-3.5 TB/s.
-// Fragments (as skinny_gemm_mma.cu, with one activation row): A is a tile of 16 weight rows, B is x^T. Lane (g, t)
-// takes columns k = 16t + 64j (16 of them) of rows g and g + 8; its quad q (columns 4q..4q+3 of the 16) is one
-// MMA's k slice (the k order inside an MMA is free as long as A and B agree): A's k 2t, 2t+1 hold columns 4q, 4q+1
-// and k 2t+8, 2t+9 hold 4q+2, 4q+3, so each cvt.e4m3x2 result is an A register as it is; B's registers are x's
-// f16 pairs of the same columns, two consecutive words of one 16-byte load (B's columns 1-7, other activation
-// rows, are don't-cares: every lane loads x). Per 16 weights a lane issues 1/2 + 1/2 + ~1 shared loads, 8
-// conversions and 2 MMAs, with no register moves or selects. D's column 0 is the output: lane (g, 0) holds rows
-// g and g + 8. x is staged as f16 times a power of two (xinv undoes it; see stage_norm) and e4m3 converts to f16
-// exactly, so the products are exact and only the order of the f32 sums differs from the per-op GEMM.
-// Work: the 12 warps are 3 groups of 4; group G takes tiles G, G + 3, ..., and its warp s a quarter of every
-// piece's columns (4 steps of 64 at the 8B shape), so 3 chunks are in work at once, each done in ~1/4 of a warp's
-// time. Pieces are whole 128-column blocks (the weights' widths are multiples of 128), so every step is full.
-// The quarters' sums meet in `part` (double-buffered by GEMM parity: no block barrier between gate and up) in a
-// fixed order after a group barrier, so the result does not depend on timing.
-__device__ void gemm_tiles(const Params& p, const Mat& m, const float* ws, int ws_stride, const uint8_t* ring,
-                           uint64_t* full, uint64_t* empty, volatile unsigned* issued, volatile unsigned* done,
-                           const bf16* x, float xinv, float* part, int g0, bf16* y, int y0, unsigned& c) {
-  const int lane = threadIdx.x % kW, warp = threadIdx.x / kW, g = lane / 4, t = lane % 4;
-  const int grp = warp / kTileQuarters, s = warp % kTileQuarters;
-  // The MMA's rows g and g + 8 are the tile's rows pr and pr + 8, pr = g / 2 + 4 (g % 2): a quarter-warp's two g
-  // then read rows 4 apart, whose 128-byte swizzles (row % 8) put their 64 bytes on disjoint banks.
-  const int pr = (g >> 1) | ((g & 1) << 2);
-  const Plan pl = plan_of<1>(m);
-  constexpr int qw = kTileK / kTileQuarters;  // columns per quarter (a multiple of 64)
-  const int rows = pl.r1 - pl.r0;
-  // Group (g0 + u) % 3 takes tile u whole (g0 carries the rotation from gate into up: 7 + 7 tiles are 5, 5, 4 per
-  // group, not 6, 4, 4). With fewer tiles than groups (o and down at the 8B shape: 31 rows, 2 tiles; one group per
-  // tile left a third of the warps idle and down's last warp 5.6 µs behind its first) each group takes a third of
-  // every tile's pieces instead, and the 12 warps' sums meet after a block barrier.
-  const bool split = pl.units < kTileGroups;
-  const int u0 = split ? 0 : ((grp - g0) % kTileGroups + kTileGroups) % kTileGroups;
-  const int ia = split ? pl.ppr * grp / kTileGroups : 0, ib = split ? pl.ppr * (grp + 1) / kTileGroups : pl.ppr;
-  for (int u = u0; u < pl.units; u += split ? 1 : kTileGroups) {
-    float d[4][4] = {};  // one accumulator per quad: 4 independent MMA chains
-    for (int i = ia; i < ib; i++) {
-      const unsigned cc = c + unsigned(u * pl.ppr + i), slot = cc % unsigned(p.slots);
-      wait_chunk(issued, full, slot, cc / unsigned(p.slots), cc);
-      const int k0 = i * pl.pe, ke = min(min(pl.pe, m.K - k0), (s + 1) * qw);
-      const uint8_t* wr = ring + size_t(slot) * kChunk;
-      const uint8_t* xr = reinterpret_cast<const uint8_t*>(x + k0);
-      // Unrolled twice; loading 2-4 steps into arrays before any MMA spilled at the 128-register cap.
-#pragma unroll 2
-      for (int k = s * qw + 16 * t; k < ke; k += 64) {
-        const uint4 wlo = *reinterpret_cast<const uint4*>(wr + tile_offset(pr, k));
-        const uint4 whi = *reinterpret_cast<const uint4*>(wr + tile_offset(pr + 8, k));
-        const uint4 x0 = *reinterpret_cast<const uint4*>(xr + 2 * k);
-        const uint4 x1 = *reinterpret_cast<const uint4*>(xr + 2 * k + 16);
-        const uint32_t wl[4] = {wlo.x, wlo.y, wlo.z, wlo.w}, wh[4] = {whi.x, whi.y, whi.z, whi.w};
-        const uint32_t xx[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-#pragma unroll
-        for (int q = 0; q < 4; q++) {
-          uint32_t a[4];
-#ifdef ANVIL_HAS_E4M3_CVT
-          anvil_e4m3x4_to_f16x2(wl[q], a[0], a[2]);
-          anvil_e4m3x4_to_f16x2(wh[q], a[1], a[3]);
-#else
-          __trap();  // never launched: decode_stack needs sm_90
-#endif
-          const uint32_t b[2] = {xx[2 * q], xx[2 * q + 1]};
-          anvil_mma16816<false>(d[q], a, b);
-        }
-      }
-      __syncwarp();
-      if (lane == 0 && atomicAdd(const_cast<unsigned*>(&done[slot]), 1u) == kTileQuarters - 1) {
-        done[slot] = 0;  // before the release: the slot's next use counts from zero
-        anvil_mbar_arrive(&empty[slot]);
-      }
-    }
-    const int row = u * kTileRows + pr;  // within the block's rows; and row + 8
-    float* mine = part + (split ? grp * kTileQuarters + s : s) * rows;  // part[s][row], split: part[grp][s][row]
-    if (t == 0) {
-      if (row < rows) mine[row] = d[0][0] + d[1][0] + d[2][0] + d[3][0];
-      if (row + 8 < rows) mine[row + 8] = d[0][2] + d[1][2] + d[2][2] + d[3][2];
-    }
-    if (split) continue;
-    anvil_bar_sync(kBarTileGroup0 + grp, kTileQuarters * kW);
-    if (s == 0 && t == 0) {
-#pragma unroll
-      for (int e = 0; e < 16; e += 8) {
-        if (row + e >= rows) break;
-        const float* q = part + row + e;
-        const float acc = ((q[0] + q[rows]) + (q[2 * rows] + q[3 * rows])) * xinv;
-        const int r = pl.r0 + row + e;
-        y[r - y0] = from_f32<bf16>(ws ? acc * ws[int64_t(r) * ws_stride] : acc);
-      }
-    }
-  }
-  if (split) {
-    consumer_sync();
-    for (int r = threadIdx.x; r < rows; r += kConsumers) {
-      float acc = 0.f;
-#pragma unroll
-      for (int q = 0; q < kTileGroups * kTileQuarters; q++) acc += part[q * rows + r];
-      acc *= xinv;
-      y[pl.r0 + r - y0] = from_f32<bf16>(ws ? acc * ws[int64_t(pl.r0 + r) * ws_stride] : acc);
-    }
-  }
-  c += unsigned(pl.units * pl.ppr);
-}
-
 // y[rows of this block] = x @ w^T for one matrix, chunks from the ring; `c` is the running chunk count.
 // bf16 weights on the FMA pipes (they run at the copy rate there).
 __device__ void gemm_rows(const Params& p, const Mat& m, const uint8_t* ring, uint64_t* full, uint64_t* empty,
@@ -284,9 +133,9 @@ __device__ void gemm_rows(const Params& p, const Mat& m, const uint8_t* ring, ui
     if (lane == 0) y[row - y0] = from_f32<bf16>(acc);
   };
   if (pl.ppr == 1) {
-    // Whole rows: warp w takes rows w, w + 12, ... of the block's range, so the rows of one chunk (2 bf16 or 4 FP8
-    // rows of 4096) are consumed by as many warps at once; the last of them to finish frees the slot. (A warp per
-    // chunk measured FP8 phases at ~3 TB/s: one warp needed several µs per 16 KB chunk.)
+    // Whole rows: warp w takes rows w, w + 12, ... of the block's range, so the rows of one chunk (2 bf16 rows of
+    // 4096) are consumed by as many warps at once; the last of them to finish frees the slot. (A warp per chunk
+    // measured the FMA-pipe FP8 phases at ~3 TB/s: one warp needed several µs per 16 KB chunk.)
     for (int i = warp; i < pl.r1 - pl.r0; i += kWarps) {
       const int u = i / pl.rpc, nr = min(pl.rpc, pl.r1 - pl.r0 - u * pl.rpc);
       const unsigned cc = c + unsigned(u), slot = cc % unsigned(p.slots);
@@ -632,12 +481,11 @@ struct Scratch {
   }
 };
 
-// max |v| of a bf16 vector (the norm weights, once per plan): FP8 x staging scales from it (stage_norm).
+// max |v| of a norm weight (once per plan, the elementwise amax op): FP8 x staging scales from it (stage_norm).
 float abs_max(const Tensor& v) {
-  const Tensor h = v.to(Device::cpu());
-  float m = 0.f;
-  for (int64_t i = 0; i < h.numel(); i++) m = std::max(m, std::fabs(to_f32(h.data<bf16>()[i])));
-  return m;
+  Tensor m = Tensor::empty({1}, DType::f32, v.device());
+  amax(v, m);
+  return m.to(Device::cpu()).data<float>()[0];
 }
 
 // The FP8 tile map of a weight (N rows, K bytes, K a multiple of 128): 8-byte elements, dims (16, N, K / 128) with

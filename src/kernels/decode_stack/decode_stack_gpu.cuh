@@ -1,5 +1,6 @@
-// Shared pieces of the decode_stack kernel (decode_stack.cu) and its attention phase (decode_stack_attention.cuh):
-// the block shape, the per-layer table and parameters, bounded waits, and the consumer warps' barriers.
+// Shared pieces of the decode_stack kernel (decode_stack.cu), its attention phase (decode_stack_attention.cuh) and
+// its FP8 GEMM (decode_stack_tiles.cuh): the block shape, the per-layer table and parameters, the chunk schedule,
+// bounded waits, and the consumer warps' barriers.
 // CUDA only (bulk copies): included where ANVIL_HAS_BULK_COPY is set.
 #pragma once
 #include <cstdint>
@@ -66,6 +67,57 @@ struct Params {
   const float* inv_freq;
   const int32_t* start;
 };
+
+// ---- the chunk schedule (producer and consumers compute the same one) ----------------------------------------
+struct Mat {
+  const uint8_t* w;
+  int N, K;          // rows, columns
+  const void* tmap;  // FP8: the weight's tensor map, whose rows start at row0 (up: the second half of gate|up)
+  int row0;
+};
+// The five matrices of a layer in stream order: q|k|v, o, gate, up (the two halves of the stacked gate|up weight,
+// so a block owns the same rows of both and applies SwiGLU to its own outputs), down.
+constexpr int kMats = 5;
+template <int ES>
+__device__ __forceinline__ Mat mat_of(const Params& p, const Layer& ly, int m) {
+  switch (m) {
+    case 0: return {ly.w[0], p.QD + 2 * p.KVD, p.C, ly.tmap[0], 0};
+    case 1: return {ly.w[1], p.C, p.QD, ly.tmap[1], 0};
+    case 2: return {ly.w[2], p.H, p.C, ly.tmap[2], 0};
+    case 3: return {ly.w[2] + int64_t(p.H) * p.C * ES, p.H, p.C, ly.tmap[2], p.H};
+    default: return {ly.w[3], p.C, p.H, ly.tmap[3], 0};
+  }
+}
+// The block's rows [r0, r1) of a matrix, cut into units of rpc whole rows (a row fits a chunk) or of one row in
+// ppr pieces of pe elements (it does not: down's 14336-wide bf16 rows are two 14 KB pieces).
+struct Plan {
+  int r0, r1, rpc, ppr, pe, units;
+};
+// FP8 (ES = 1): units of kTileRows rows, each row in ppr pieces of kTileK columns (the last one shorter), one tile
+// chunk per piece.
+template <int ES>
+__device__ __forceinline__ Plan plan_of(const Mat& m) {
+  Plan pl;
+  pl.r0 = int(int64_t(m.N) * blockIdx.x / gridDim.x);
+  pl.r1 = int(int64_t(m.N) * (blockIdx.x + 1) / gridDim.x);
+  const int row_bytes = m.K * ES;
+  if constexpr (ES == 1) {
+    pl.rpc = kTileRows, pl.pe = kTileK;
+    pl.ppr = (m.K + kTileK - 1) / kTileK;
+    pl.units = (pl.r1 - pl.r0 + kTileRows - 1) / kTileRows;
+  } else if (row_bytes <= kChunk) {
+    pl.rpc = kChunk / row_bytes, pl.ppr = 1, pl.pe = m.K;
+    pl.units = (pl.r1 - pl.r0 + pl.rpc - 1) / pl.rpc;
+  } else {
+    constexpr int align = 16 / ES;  // a piece is whole 16-byte packs
+    const int ppr0 = (row_bytes + kChunk - 1) / kChunk;
+    pl.rpc = 1;
+    pl.pe = ((m.K + ppr0 - 1) / ppr0 + align - 1) / align * align;
+    pl.ppr = (m.K + pl.pe - 1) / pl.pe;
+    pl.units = pl.r1 - pl.r0;
+  }
+  return pl;
+}
 
 // ---- waits ------------------------------------------------------------------------------------------------
 // Every wait of the kernel is bounded: a schedule bug or a block that never became resident would otherwise hang
