@@ -102,7 +102,7 @@ std::unique_ptr<LlamaModel> fp8_model(const LlamaConfig& c, uint64_t seed) {
 TEST(DecodeStack, MatchesPerOpStepFp8) {
   if (!gpu_available()) GTEST_SKIP() << "no GPU";
   compare(*fp8_model(small_config(8, 2, 128), 9), 70, "e4m3fn HD 128 GQA 4");
-  // FP8 tiles are 8 rows x 2048 columns: widths 640 and 1152 leave the tile's last blocks out of the weight (they
+  // FP8 tiles are 16 rows x 1024 columns: widths 640 and 1152 leave the tile's last blocks out of the weight (they
   // arrive as zeros, and the lanes past the width read zero x), and 640 rows over the grid leave partial tiles.
   LlamaConfig c = small_config(8, 2, 64);
   c.hidden_size = 640, c.intermediate_size = 1152;
