@@ -80,8 +80,8 @@ Check expect_error(const std::string& what, const std::function<void()>& fn, con
 std::vector<double> finite_diff(const std::function<std::vector<double>(const std::vector<double>&)>& f,
                                 const std::vector<double>& x, const std::vector<double>& g, double h = 1e-6);
 
-// Times `fn` on the backend of ctx (device events on GPU, each rep behind an L2-evicting memset; steady_clock on
-// CPU): median of `reps` after warmup.
+// Times `fn` on the backend of ctx (device events on GPU, each rep behind a 256 MiB read that evicts L2 and keeps
+// the GPU busy while the rep is enqueued; steady_clock on CPU): median of `reps` after warmup.
 double time_us(const Ctx& ctx, const std::function<void()>& fn, int reps = 20);
 
 std::string fmt_g(double v);  // short %g formatting for ids
