@@ -57,8 +57,9 @@ perf() {
 for v in $SCAN_VARIANTS; do perf selective_scan ANVIL_SCAN_VARIANT "$v"; done
 # Backward variants: the forward stays at its default; the fwd+bwd row is the one that changes.
 for v in $SCAN_BWD_VARIANTS; do perf selective_scan ANVIL_SCAN_BWD_VARIANT "$v" "b$v"; done
-# causal_conv1d has one kernel pair (the segment variants measured slower and were removed); its default reps.
-perf causal_conv1d ANVIL_CONV_BWD_REPS 4 conv
+# causal_conv1d has one kernel pair (the segment variants and the thread-per-pack backward were removed); the
+# backward at its default warp spans.
+perf causal_conv1d ANVIL_CONV_BWD_SPAN 0 conv
 
 echo
 grep -h "^CEILING" "$logs"/*_perf.txt | head -n 1

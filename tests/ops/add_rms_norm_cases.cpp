@@ -132,6 +132,20 @@ std::vector<OpCase> cases() {
         p.us = time_us(ctx, [&] { add_rms_norm_fwd(a, b, w, kEps, h, y, r, scale); });
         // a, b, w read once; h, y (and rstd) written once.
         p.bytes = double(N * C) * (3 * dtype_size(dt) + dtype_size(yt)) + double(C) * dtype_size(dt) + 4.0 * N;
+        if (N == 1 && ctx.device.is_gpu()) {
+          // One decode token: 64 launches back to back in a graph, each on its own tensors (weight included).
+          constexpr int kCount = 64;
+          std::vector<Tensor> as, bs, ws, hs, ys, rs;
+          for (int i = 0; i < kCount; i++) {
+            as.push_back(a.clone()), bs.push_back(b.clone()), ws.push_back(w.clone());
+            hs.push_back(Tensor::empty({N, C}, dt, ctx.device)), ys.push_back(Tensor::empty({N, C}, yt, ctx.device));
+            rs.push_back(Tensor::empty({N}, DType::f32, ctx.device));
+          }
+          p.graph_us = time_us_graph(ctx, kCount, [&](int i) {
+            const size_t k = size_t(i);
+            add_rms_norm_fwd(as[k], bs[k], ws[k], kEps, hs[k], ys[k], rs[k], scale);
+          });
+        }
         return p;
       };
       out.push_back(c);

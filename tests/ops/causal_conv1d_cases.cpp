@@ -102,7 +102,10 @@ std::vector<OpCase> cases() {
   const S shapes[] = {{1, 1, 1, 4, true, true},    {2, 3, 7, 4, true, true},      {2, 5, 100, 3, false, true},
                       {1, 4, 1000, 2, true, false}, {2, 7, 257, 4, true, true},    {1, 3, 2048, 4, false, false},
                       {2, 6, 1031, 3, true, true},  {1, 2, 4096, 4, true, true},   {1, 2, 9, 2, false, false},
-                      {2, 2, 11, 3, true, true}};
+                      {2, 2, 11, 3, true, true},
+                      // Enough rows (> 64 per SM) that the GPU backward's warp spans take whole rows of 2-3 chunks
+                      // (32 packs each), the last one partial: L % 8 != 0 (bf16/f16 scalar path) and == 0.
+                      {1, 9000, 300, 4, true, true}, {1, 9000, 264, 3, false, true}};
   for (DType dt : {DType::f32, DType::bf16, DType::f16})
     for (const S& s : shapes) {
       OpCase c{"causal_conv1d", conv_id("causal_conv1d", dt, s)};

@@ -103,38 +103,68 @@ std::vector<double> finite_diff(const std::function<std::vector<double>(const st
   return d;
 }
 
+#ifdef ANVIL_HAS_GPU
+namespace {
+// Each rep starts behind a read of 256 MiB (the amax op over a bf16 buffer), as triton's do_bench starts behind
+// a cache-clearing pass: the case's inputs leave L2 (H200: 50 MB; a 33 MB projection would otherwise be read
+// from it on every rep after the first), and the GPU is busy while the host enqueues the start event and the
+// case's launches (events around a launch on an idle GPU also time the launch's way there, ~5-9 µs: the
+// causal_conv1d forward measured 52.9 µs that way, 43.9 µs in Nsight Compute). A read, not a memset: a memset
+// leaves L2 full of dirty lines whose write-back shares HBM with the timed kernel. ANVIL_PERF_FLUSH=0: the old
+// way (events around the launch on an idle GPU, inputs warm in L2), for comparison.
+void flush_l2(const Ctx& ctx) {
+  static const bool flush_on = [] {
+    const char* e = std::getenv("ANVIL_PERF_FLUSH");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  if (!flush_on) return;
+  // Kept to exit (the device may be gone by the time static destructors would run).
+  static Tensor* flush = new Tensor(Tensor::zeros({int64_t(128) << 20}, DType::bf16, ctx.device));
+  static Tensor* flush_max = new Tensor(Tensor::empty({1}, DType::f32, ctx.device));
+  amax(*flush, *flush_max);
+}
+// Median of `reps` event-timed runs of fn, each behind flush_l2.
+double median_gpu_us(const Ctx& ctx, const std::function<void()>& fn, int reps) {
+  std::vector<double> t;
+  auto a = gpu::event_create(), b = gpu::event_create();
+  for (int i = 0; i < reps; i++) {
+    flush_l2(ctx);
+    gpu::event_record(a, gpu::current_stream());
+    fn();
+    gpu::event_record(b, gpu::current_stream());
+    gpu::event_synchronize(b);
+    t.push_back(1e3 * gpu::event_elapsed_ms(a, b));
+  }
+  gpu::event_destroy(a);
+  gpu::event_destroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+}  // namespace
+#endif
+
+double time_us_graph(const Ctx& ctx, int count, const std::function<void(int)>& fn, int reps) {
+#ifdef ANVIL_HAS_GPU
+  if (ctx.device.is_gpu()) {
+    for (int i = 0; i < count; i++) fn(i);  // warm-up outside the capture (lazy module loads, first-use setup)
+    gpu::capture_begin();
+    for (int i = 0; i < count; i++) fn(i);
+    gpu::GraphHandle g = gpu::capture_end();
+    gpu::graph_launch(g);
+    const double us = median_gpu_us(ctx, [&] { gpu::graph_launch(g); }, reps) / count;
+    gpu::graph_destroy(g);
+    return us;
+  }
+#endif
+  (void)ctx, (void)count, (void)fn, (void)reps;
+  return 0;
+}
+
 double time_us(const Ctx& ctx, const std::function<void()>& fn, int reps) {
   std::vector<double> t;
   for (int i = 0; i < 3; i++) fn();
 #ifdef ANVIL_HAS_GPU
-  if (ctx.device.is_gpu()) {
-    // Each rep starts behind a read of 256 MiB (the amax op over a bf16 buffer), as triton's do_bench starts behind
-    // a cache-clearing pass: the case's inputs leave L2 (H200: 50 MB; a 33 MB projection would otherwise be read
-    // from it on every rep after the first), and the GPU is busy while the host enqueues the start event and the
-    // case's launches (events around a launch on an idle GPU also time the launch's way there, ~5-9 µs: the
-    // causal_conv1d forward measured 52.9 µs that way, 43.9 µs in Nsight Compute). A read, not a memset: a memset
-    // leaves L2 full of dirty lines whose write-back shares HBM with the timed kernel. ANVIL_PERF_FLUSH=0: the old
-    // way (events around the launch on an idle GPU, inputs warm in L2), for comparison.
-    static const bool flush_on = [] {
-      const char* e = std::getenv("ANVIL_PERF_FLUSH");
-      return !(e && std::strcmp(e, "0") == 0);
-    }();
-    // Kept to exit (the device may be gone by the time static destructors would run).
-    static Tensor* flush = flush_on ? new Tensor(Tensor::zeros({int64_t(128) << 20}, DType::bf16, ctx.device))
-                                    : nullptr;
-    static Tensor* flush_max = flush_on ? new Tensor(Tensor::empty({1}, DType::f32, ctx.device)) : nullptr;
-    auto a = gpu::event_create(), b = gpu::event_create();
-    for (int i = 0; i < reps; i++) {
-      if (flush) amax(*flush, *flush_max);
-      gpu::event_record(a, gpu::current_stream());
-      fn();
-      gpu::event_record(b, gpu::current_stream());
-      gpu::event_synchronize(b);
-      t.push_back(1e3 * gpu::event_elapsed_ms(a, b));
-    }
-    gpu::event_destroy(a);
-    gpu::event_destroy(b);
-  }
+  if (ctx.device.is_gpu()) return median_gpu_us(ctx, fn, reps);
 #endif
   if (ctx.device.is_cpu()) {
     for (int i = 0; i < reps; i++) {
@@ -226,8 +256,10 @@ int main(int argc, char** argv) {
       try {
         PerfResult r = c.perf(ctx);
         const double gbs = r.bytes / (r.us * 1e3);
-        std::printf("PERF %-56s %-16s %10.2f us %8.1f GB/s (%3.0f%% of copy) %8.2f TFLOP/s\n", c.id.c_str(),
+        std::printf("PERF %-56s %-16s %10.2f us %8.1f GB/s (%3.0f%% of copy) %8.2f TFLOP/s", c.id.c_str(),
                     r.shape.c_str(), r.us, gbs, copy_gbs > 0 ? 100.0 * gbs / copy_gbs : 0.0, r.flops / (r.us * 1e6));
+        if (r.graph_us > 0) std::printf("  in a graph: %.2f us per launch", r.graph_us);
+        std::printf("\n");
         passed++;
       } catch (const std::exception& e) {
         std::printf("FAIL %s [%s] seed=%llu: %s\n", c.id.c_str(), dev.name().c_str(), (unsigned long long)seed, e.what());

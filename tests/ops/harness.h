@@ -33,6 +33,7 @@ struct PerfResult {
   double bytes = 0;   // bytes moved (each input read once, each output written once)
   double flops = 0;
   std::string shape;  // what was timed, when it differs from the case id ("[8192,4096]")
+  double graph_us = 0;  // short cases: µs per launch in a graph of launches on distinct inputs (time_us_graph)
 };
 
 struct OpCase {
@@ -83,6 +84,10 @@ std::vector<double> finite_diff(const std::function<std::vector<double>(const st
 // Times `fn` on the backend of ctx (device events on GPU, each rep behind a 256 MiB read that evicts L2 and keeps
 // the GPU busy while the rep is enqueued; steady_clock on CPU): median of `reps` after warmup.
 double time_us(const Ctx& ctx, const std::function<void()>& fn, int reps = 20);
+// For kernels of a few µs, as a decode step runs them: `count` launches fn(0) .. fn(count-1), each on its own
+// inputs, captured as one graph and replayed behind the same L2-evicting read; the median per launch. GPU only
+// (0 elsewhere). METHOD: many small launches are timed as graph replays, which removes the host's launch gaps.
+double time_us_graph(const Ctx& ctx, int count, const std::function<void(int)>& fn, int reps = 20);
 
 std::string fmt_g(double v);  // short %g formatting for ids
 

@@ -30,6 +30,13 @@ PerfResult perf_fwd(const Ctx& ctx, DType dt, DType ot, int64_t N, int64_t H) {
   PerfResult r;
   r.us = time_us(ctx, [&] { swiglu_fwd(gu, out, scale); });
   r.bytes = double(N * H) * (2 * dtype_size(dt) + dtype_size(ot));
+  if (N == 1 && ctx.device.is_gpu()) {
+    // One decode token: 64 launches back to back in a graph, each on its own input and output.
+    constexpr int kCount = 64;
+    std::vector<Tensor> gus, outs;
+    for (int i = 0; i < kCount; i++) gus.push_back(gu.clone()), outs.push_back(Tensor::empty({N, H}, ot, ctx.device));
+    r.graph_us = time_us_graph(ctx, kCount, [&](int i) { swiglu_fwd(gus[size_t(i)], outs[size_t(i)], scale); });
+  }
   return r;
 }
 
