@@ -5,6 +5,7 @@
 #pragma once
 #include "core/dispatch.h"
 #include "core/dtype.h"
+#include "kernels/quantize/fp8_e4m3.h"
 
 namespace anvil {
 
@@ -18,13 +19,14 @@ template <> ANVIL_HD Fp8Format fp8_format_of<DType::e4m3fnuz>() { return fp8_for
 template <> ANVIL_HD Fp8Format fp8_format_of<DType::e5m2fnuz>() { return fp8_format_e5m2fnuz(); }
 
 template <DType D> ANVIL_HD float to_f32(fp8<D> x) { return fp8_to_f32(x.bits, fp8_format_of<D>()); }
-template <> ANVIL_HD fp8<DType::e4m3fn> from_f32<fp8<DType::e4m3fn>>(float v) {
-  return {f32_to_fp8(v, fp8_format_e4m3fn())};
-}
+// The two e4m3 formats (the ones GEMMs consume) take quantize's ~10-operation codec, which gives the same bytes as
+// the generic encoder: the generic one (float-int conversions, a decode back, branches) tripled the one-row
+// add_rms_norm's time with an FP8 output (H200, in a graph: 5.1 µs against 2.4 µs for bf16).
+template <> ANVIL_HD float to_f32(fp8<DType::e4m3fn> x) { return e4m3_decode(x.bits, false); }
+template <> ANVIL_HD float to_f32(fp8<DType::e4m3fnuz> x) { return e4m3_decode(x.bits, true); }
+template <> ANVIL_HD fp8<DType::e4m3fn> from_f32<fp8<DType::e4m3fn>>(float v) { return {e4m3_encode(v, false)}; }
 template <> ANVIL_HD fp8<DType::e5m2> from_f32<fp8<DType::e5m2>>(float v) { return {f32_to_fp8(v, fp8_format_e5m2())}; }
-template <> ANVIL_HD fp8<DType::e4m3fnuz> from_f32<fp8<DType::e4m3fnuz>>(float v) {
-  return {f32_to_fp8(v, fp8_format_e4m3fnuz())};
-}
+template <> ANVIL_HD fp8<DType::e4m3fnuz> from_f32<fp8<DType::e4m3fnuz>>(float v) { return {e4m3_encode(v, true)}; }
 template <> ANVIL_HD fp8<DType::e5m2fnuz> from_f32<fp8<DType::e5m2fnuz>>(float v) {
   return {f32_to_fp8(v, fp8_format_e5m2fnuz())};
 }

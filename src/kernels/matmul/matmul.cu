@@ -17,7 +17,7 @@
 namespace anvil {
 namespace {
 
-enum class GemmPath { automatic, vendor, tiled };
+enum class GemmPath { automatic, vendor, tiled, skinny };
 
 // Read on every call (a getenv is ~100 ns, a GEMM launch several µs) so a process can switch paths.
 GemmPath gemm_path() {
@@ -25,7 +25,8 @@ GemmPath gemm_path() {
   if (!e || !*e || std::string(e) == "auto") return GemmPath::automatic;
   if (std::string(e) == "tiled") return GemmPath::tiled;
   if (std::string(e) == "vendor") return GemmPath::vendor;
-  ANVIL_THROW("ANVIL_GEMM", "'tiled', 'vendor' or 'auto' (or unset)", str("'", e, "'"));
+  if (std::string(e) == "skinny") return GemmPath::skinny;  // wherever its shape allows (M <= 16): for A/B
+  ANVIL_THROW("ANVIL_GEMM", "'tiled', 'vendor', 'skinny' or 'auto' (or unset)", str("'", e, "'"));
 }
 
 // kSkinnyCrossoverRows (skinny_gemm.h): the rows up to which 16-bit decode products take the skinny kernel.
@@ -92,8 +93,9 @@ void matmul_gpu(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool 
   if (M == 0 || N == 0 || batch.count == 0) return;
   const GemmPath path = gemm_path();
   // The decode shape: c (M, N) = a (M, K) @ b^T with b (N, K) a 16-bit weight, nothing to accumulate into.
-  if (path == GemmPath::automatic && batch.count == 1 && M <= kSkinnyCrossoverRows && K > 0 && !trans_a && trans_b &&
-      beta == 0.f &&
+  const int64_t skinny_rows = path == GemmPath::skinny ? kSkinnyMaxRows
+                              : path == GemmPath::automatic ? kSkinnyCrossoverRows : 0;
+  if (batch.count == 1 && M <= skinny_rows && K > 0 && !trans_a && trans_b && beta == 0.f &&
       (b.dtype() == DType::bf16 || b.dtype() == DType::f16))
     return skinny_gemm_gpu(a, Tensor(), b, Tensor(), alpha, c);
   if (path != GemmPath::tiled) {
@@ -124,7 +126,8 @@ void matmul_fp8_gpu(const Tensor& a, const Tensor& a_scale, const Tensor& w, con
   const bool per_channel = w_scale.numel() == N && N > 1;
   const GemmPath path = gemm_path();
   // Weight-only FP8 with few rows: the skinny kernel decodes the e4m3 weights in registers.
-  if (path == GemmPath::automatic && M <= kSkinnyMaxRows && K > 0 && a.dtype() == DType::bf16 &&
+  if ((path == GemmPath::automatic || path == GemmPath::skinny) && M <= kSkinnyMaxRows && K > 0 &&
+      a.dtype() == DType::bf16 &&
       (w.dtype() == DType::e4m3fn || w.dtype() == DType::e4m3fnuz))
     return skinny_gemm_gpu(a, a_scale, w, w_scale, 1.f, out);
   // Native FP8 needs fp8 activations too; other weight-only FP8 dequantizes in the tiled kernel.

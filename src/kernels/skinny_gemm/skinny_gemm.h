@@ -30,9 +30,17 @@ constexpr int64_t kSkinnyMaxRows = 16;
 // Rows up to which matmul and the linear layer send 16-bit products y = x @ w^T to this kernel on the GPU.
 // H200, 2026-11-30, 8B projections, µs per call at 4 / 16 rows: the tensor-core path q|k|v 30.2 / 27.4, o 16.7 /
 // 17.3, gate|up 125.0 / 86.5, down 60.1 / 50.2 against cuBLASLt 24.0 / 23.7, 16.5 / 18.1, 62.5 / 64.7, 38.7 / 41.2
-// (the FMA path: 30-306 µs). At one row the skinny kernel wins (61-87% of copy against 44-89%). So 1. FP8
-// weights have no vendor path at these rows: see linear.cpp.
+// (the FMA path: 30-306 µs). At one row the skinny kernel had looked faster (61-87% of copy against 44-89%), but
+// only under the op harness's old timing (warm L2, launch latency counted). Timed behind an L2-evicting read,
+// cuBLASLt wins at one row as well: q|k|v 18.4 against 23.3 µs, o 14.3 / 15.5, gate|up 56.8 / 68.7, down 32.0 /
+// 39.6 (and in a graph of launches 16.2 / 19.9, 12.8 / 12.5, 54.9 / 66.4, 30.9 / 37.8). So 0 with CUDA; with
+// HIP hipBLASLt has not been measured against it, and one row stays here. FP8 weights have no vendor path at
+// these rows: see linear.cpp. ANVIL_GEMM=skinny forces this kernel up to kSkinnyMaxRows (A/B).
+#ifdef ANVIL_CUDA
+constexpr int64_t kSkinnyCrossoverRows = 0;
+#else
 constexpr int64_t kSkinnyCrossoverRows = 1;
+#endif
 
 // Front-end: checks every argument, then runs on x's device.
 void skinny_gemm(const Tensor& x, const Tensor& w, const Tensor& w_scale, Tensor& y);
