@@ -52,6 +52,9 @@ __global__ void __launch_bounds__(MAXT) add_rms_norm_fwd_reg_kernel(const T* a, 
   float hv[K][P];
   gpu::Pack<T> wv[K];
   float ss = 0.f;
+  // The FP8 scale is read with the row: a load after the block reduction cannot rise above its barriers and adds
+  // a memory round trip to the one-row (decode) kernel.
+  const float y_sc = is_fp8_type<TO> ? y_scale[0] : 1.f;
 #pragma unroll
   for (int k = 0; k < K; k++) {
     const int c = (threadIdx.x + k * blockDim.x) * P;
@@ -71,7 +74,7 @@ __global__ void __launch_bounds__(MAXT) add_rms_norm_fwd_reg_kernel(const T* a, 
   ss = gpu::block_sum(ss, scratch);
   const float r = rsqrtf(ss / float(C) + eps);
   if (threadIdx.x == 0) rstd[blockIdx.x] = r;
-  const float inv_scale = is_fp8_type<TO> ? 1.f / y_scale[0] : 1.f;
+  const float inv_scale = is_fp8_type<TO> ? 1.f / y_sc : 1.f;
 #pragma unroll
   for (int k = 0; k < K; k++) {
     const int c = (threadIdx.x + k * blockDim.x) * P;
