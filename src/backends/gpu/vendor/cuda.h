@@ -36,7 +36,7 @@ __device__ __forceinline__ float anvil_mul_rn(float x, float y) { return __fmul_
 // Four e4m3fn bytes (byte i of w is weight i) to f32, exactly: every e4m3 value is an f16 value. sm_89 and later
 // convert two bytes per instruction in hardware (cvt.rn.f16x2.e4m3x2), 6 instructions for 4 weights instead of
 // ~20 integer ops of the bit-placement decode; NaN codes come out as NaN. Elsewhere ANVIL_HAS_E4M3_CVT is unset
-// and callers keep their software decode.
+// and callers keep their software codec (both directions).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
 #define ANVIL_HAS_E4M3_CVT 1
 __device__ __forceinline__ void anvil_e4m3x4_to_f32(uint32_t w, float (&f)[4]) {
@@ -47,6 +47,13 @@ __device__ __forceinline__ void anvil_e4m3x4_to_f32(uint32_t w, float (&f)[4]) {
       " cvt.f32.f16 %0, h0;\n cvt.f32.f16 %1, h1;\n cvt.f32.f16 %2, h2;\n cvt.f32.f16 %3, h3;\n}"
       : "=f"(f[0]), "=f"(f[1]), "=f"(f[2]), "=f"(f[3])
       : "r"(w));
+}
+// f32 to one e4m3fn byte in one instruction: round to nearest even, saturating at +-448 (infinities too), NaN to
+// a NaN code; the bytes of kernels/quantize/fp8_e4m3.h's e4m3_encode (~10 integer ops), NaN's sign aside.
+__device__ __forceinline__ uint8_t anvil_f32_to_e4m3fn(float v) {
+  uint16_t r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.f), "f"(v));  // v lands in the low byte
+  return uint8_t(r & 0xffu);
 }
 // The same four bytes as two f16 pairs, exactly, for the f16 MMA: lo = weights 0, 1 and hi = weights 2, 3 (low
 // half first). 2 instructions for 4 weights.
