@@ -95,15 +95,14 @@ __device__ __forceinline__ float dsilu(float p) {
   return fmaf(fmaf(-p, s, p), s, s);
 }
 
-// Backward by warp spans. A warp owns `span` consecutive chunks of kWarpSize packs of one row and
-// walks them from last to first; a lane computes dpre on its own P steps only. The W-1 values after its pack come
-// from lane+1 by a shuffle, and the last lane's from lane 0 of the chunk walked just before (the next one in
-// time), carried in registers. The W-1 inputs before a pack come from lane-1 the same way; lane 0's are W-1
-// warp-uniform loads prefetched with the chunk. The thread-per-pack backward it replaced recomputed W-1 = 3 of
-// every 11 dpre (sigmoid, SiLU', 4 FMAs each) and made 9 scalar halo loads per pack, whose L1 latency held 25%
-// of its stall samples (ncu, H200): 72% of copy against 82% now (docs/mamba_kernels.md, eighth round). Here only
-// a span's two ends pay for that. No shared memory and no block barrier: dw and
-// dbias are warp sums, one atomic per warp and tap.
+// Backward by warp spans. A warp owns `span` consecutive chunks of kWarpSize packs of one row and walks them from
+// last to first; a lane computes dpre on its own P steps only. The W-1 values after its pack come from lane+1 by
+// a shuffle, and the last lane's from lane 0 of the chunk walked just before (the next one in time), carried in
+// registers. The W-1 inputs before a pack come from lane-1 the same way; lane 0's are W-1 warp-uniform loads
+// prefetched with the chunk. Only a span's two ends recompute a halo. The thread-per-pack backward it replaced
+// recomputed W-1 = 3 of every 11 dpre (sigmoid, SiLU', 4 FMAs each) and made 9 scalar halo loads per pack, whose
+// L1 latency held 25% of its stall samples (ncu, H200): 72% of copy against 82% now (docs/mamba_kernels.md,
+// eighth round). No shared memory and no block barrier: dw and dbias are warp sums, one atomic per warp and tap.
 template <class T, int W, bool VEC>
 __global__ void __launch_bounds__(kThreads) conv_bwd_span_kernel(const T* __restrict__ dout, const T* __restrict__ x,
                                                                  const float* __restrict__ w,
