@@ -66,7 +66,9 @@ std::vector<OpCase> cases() {
     c.test = [=](const Ctx& ctx) { return run_fp8(ctx, s); };
     out.push_back(c);
   }
-  // Perf: FP8 e4m3 with per-channel weight scales (serving), square and Llama-8B decode projections.
+  // Perf: FP8 e4m3 with per-channel weight scales (serving), square and Llama-8B decode projections. Both operands
+  // are FP8, so on a GPU with FP8 arithmetic this times the vendor's native FP8 GEMM; the weight-only skinny kernel
+  // that FP8 decode uses at 1-16 rows is timed by skinny_gemm_perf(e4m3fn, ...).
   auto perf_case = [&](std::string id, int64_t M, int64_t N, int64_t K, bool weight_bytes) {
     OpCase c{"matmul", std::move(id)};
     c.perf = [=](const Ctx& ctx) {
