@@ -103,6 +103,13 @@ std::vector<double> finite_diff(const std::function<std::vector<double>(const st
   return d;
 }
 
+namespace {
+double median_of(std::vector<double> t) {
+  std::sort(t.begin(), t.end());
+  return t.empty() ? 0.0 : t[t.size() / 2];
+}
+}  // namespace
+
 #ifdef ANVIL_HAS_GPU
 namespace {
 // Each rep starts behind a read of 256 MiB (the amax op over a bf16 buffer), as triton's do_bench starts behind
@@ -137,8 +144,7 @@ double median_gpu_us(const Ctx& ctx, const std::function<void()>& fn, int reps) 
   }
   gpu::event_destroy(a);
   gpu::event_destroy(b);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median_of(std::move(t));
 }
 }  // namespace
 #endif
@@ -148,7 +154,15 @@ double time_us_graph(const Ctx& ctx, int count, const std::function<void(int)>& 
   if (ctx.device.is_gpu()) {
     for (int i = 0; i < count; i++) fn(i);  // warm-up outside the capture (lazy module loads, first-use setup)
     gpu::capture_begin();
-    for (int i = 0; i < count; i++) fn(i);
+    try {
+      for (int i = 0; i < count; i++) fn(i);
+    } catch (...) {
+      try {  // leave the stream out of capture for the cases after this one; the case's own error is the report
+        gpu::graph_destroy(gpu::capture_end());
+      } catch (...) {
+      }
+      throw;
+    }
     gpu::GraphHandle g = gpu::capture_end();
     gpu::graph_launch(g);
     const double us = median_gpu_us(ctx, [&] { gpu::graph_launch(g); }, reps) / count;
@@ -173,8 +187,7 @@ double time_us(const Ctx& ctx, const std::function<void()>& fn, int reps) {
       t.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - s).count());
     }
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median_of(std::move(t));
 }
 
 std::string fmt_g(double v) {
