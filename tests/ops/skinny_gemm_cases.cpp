@@ -3,6 +3,7 @@
 // scales. The weights are drawn already rounded to their dtype (fp8 codes included), so the reference sees exactly
 // the kernel's values: only the fp32 accumulation and the output rounding err, and the tolerance is
 // derived_tol(y dtype, K, 2) as for any product. Perf: the Llama-3.1-8B projections (stacked qkv and gate_up).
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -227,6 +228,24 @@ std::vector<OpCase> cases() {
         c.test = [=](const Ctx& ctx) { return run_sg(ctx, s); };
         out.push_back(c);
       }
+  // The GPU's ring path (CUDA sm_90+, 16-bit x, rows of w a multiple of 128 bytes; ANVIL_SKINNY_RING=0 turns it
+  // off): 28672 rows are 14 tiles per block on 132 SMs, two passes; 14336 columns are 14-28 pieces of 1024 bytes,
+  // so both x slots are reused many times; 1408 columns end on a partial piece and 4100 rows on a partial tile.
+  const NK rshapes[] = {{28672, 256}, {2112, 14336}, {4100, 1408}};
+  int r = 0;
+  for (WX wx : {WX{DType::bf16, DType::bf16}, WX{DType::e4m3fn, DType::bf16}, WX{DType::e4m3fnuz, DType::bf16},
+                WX{DType::f16, DType::f16}, WX{DType::e4m3fn, DType::f16}})
+    for (NK nk : rshapes)
+      for (int64_t M : {1, 9}) {
+        if (nk.K == 14336 && wx.x == DType::f16) continue;  // the long rows once per x dtype is enough
+        const DType y = floats[r % 3];
+        const Scale sc = dtype_is_fp8(wx.w) ? (r % 2 ? Scale::per_channel : Scale::per_tensor) : Scale::none;
+        r++;
+        SG s{nk.N == 2112 && M == 9 ? 16 : M, nk.N, nk.K, wx.x, wx.w, y, sc};
+        OpCase c{"skinny_gemm", sg_id(s)};
+        c.test = [=](const Ctx& ctx) { return run_sg(ctx, s); };
+        out.push_back(c);
+      }
   out.push_back(error_case());
 
   // Fused prologues. K = 1000 takes the byte-load path for bf16 weights (2000-byte rows); K = 4096 is one whole
@@ -265,6 +284,15 @@ std::vector<OpCase> cases() {
           Tensor y = Tensor::empty({M, N}, DType::bf16, ctx.device);
           PerfResult r;
           r.us = time_us(ctx, [&] { skinny_gemm(x, w, ws, y); });
+          // As a decode step runs it: launches back to back in a graph, each on its own copy of the weight (so
+          // none is read from L2), the next one's first weights in flight under the previous one's tail.
+          if (ctx.device.is_gpu()) {
+            const int count = int(std::max<int64_t>(4, (int64_t(256) << 20) / (N * K * dtype_size(wd)) + 1));
+            std::vector<Tensor> wv{w}, yv{y};
+            for (int i = 1; i < count; i++)
+              wv.push_back(w.clone()), yv.push_back(Tensor::empty({M, N}, DType::bf16, ctx.device));
+            r.graph_us = time_us_graph(ctx, count, [&](int i) { skinny_gemm(x, wv[size_t(i)], ws, yv[size_t(i)]); });
+          }
           r.flops = 2.0 * double(M) * double(N) * double(K);
           r.bytes = double(N * K) * double(dtype_size(wd)) + 2.0 * double(M * K) + 2.0 * double(M * N);
           return r;

@@ -488,14 +488,9 @@ float abs_max(const Tensor& v) {
   return m.to(Device::cpu()).data<float>()[0];
 }
 
-// The FP8 tile map of a weight (N rows, K bytes, K a multiple of 128): 8-byte elements, dims (16, N, K / 128) with
-// strides (K, 128) bytes, so a (16, 16, 8) box is rows [r, r + 16) x bytes [128 b, 128 (b + 8)) laid out as
-// [block][row][128 B], 128-byte swizzled (tile_offset reads it).
+// The FP8 tile map of a weight (N rows, K bytes, K a multiple of 128): gpu::ring::encode_weight_tiles.
 std::string encode_weight_map(void* map128, const Tensor& w) {
-  const uint64_t N = uint64_t(w.size(0)), K = uint64_t(w.size(1));
-  const uint64_t dims[3] = {16, N, K / 128}, strides[2] = {K, 128};
-  const uint32_t box[3] = {16, uint32_t(kTileRows), uint32_t(kTileK / 128)};
-  return gpu::vendor::encode_tile_map(map128, 3, 8, w.data_ptr(), dims, strides, box, true);
+  return gpu::ring::encode_weight_tiles(map128, w.data_ptr(), uint64_t(w.size(0)), uint64_t(w.size(1)));
 }
 
 using KernelFn = void (*)(const Params);

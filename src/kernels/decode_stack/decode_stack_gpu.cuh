@@ -1,21 +1,29 @@
 // Shared pieces of the decode_stack kernel (decode_stack.cu), its attention phase (decode_stack_attention.cuh) and
-// its FP8 GEMM (decode_stack_tiles.cuh): the block shape, the per-layer table and parameters, the chunk schedule,
-// bounded waits, and the consumer warps' barriers.
+// its FP8 GEMM (decode_stack_tiles.cuh): the block shape, the per-layer table and parameters, the chunk schedule
+// and the consumer warps' barriers. The ring itself (tile layout, bounded waits) is backends/gpu/weight_ring.cuh.
 // CUDA only (bulk copies): included where ANVIL_HAS_BULK_COPY is set.
 #pragma once
 #include <cstdint>
 #include <cstdio>
 
 #include "backends/gpu/common.cuh"
+#include "backends/gpu/weight_ring.cuh"
 
 #ifdef ANVIL_HAS_BULK_COPY
 namespace anvil::decode_stack_gpu {
+using gpu::ring::kChunk;
+using gpu::ring::kTileRows;
+using gpu::ring::kWaitCycles;
+using gpu::ring::mbar_wait;
+using gpu::ring::release_slot;
+using gpu::ring::tile_offset;
+using gpu::ring::wait_chunk;
+using gpu::ring::wait_failed;
 
 constexpr int kW = gpu::kWarpSize;
 constexpr int kWarps = 12;                        // consumer warps
 constexpr int kConsumers = kWarps * kW;
 constexpr int kThreads = kConsumers + kW;         // + the producer warp
-constexpr int kChunk = 16384;                     // bytes per ring slot
 constexpr int kMaxSlots = 16;
 constexpr int kMinSlots = 4;
 constexpr int kAttnRows = 64;                     // rows per attention split at least
@@ -25,17 +33,10 @@ constexpr int kBarTileGroup0 = 2;                 // ids 2, 3, 4: the FP8 tile g
 // kTileK columns, one tiled copy through a tensor map that sees a weight (N, K) as (K / 128 blocks, N rows, 128 B)
 // with the rows inside the blocks, so the tile lands as [block][row][128 B] under the 128-byte swizzle and the
 // rows a quarter-warp reads fall on different banks (tile_offset).
-constexpr int kTileRows = 16;                     // the MMA's m
-constexpr int kTileK = kChunk / kTileRows;        // 1024 FP8 columns: 8 blocks of 128
+constexpr int kTileK = gpu::ring::kTileBytes;     // 1024 FP8 columns: 8 blocks of 128
 constexpr int kTileQuarters = 4;                  // warps per tile, each a quarter of every piece's columns
 constexpr int kTileGroups = kWarps / kTileQuarters;
 static_assert(kWarps % kTileQuarters == 0, "FP8 tile groups");
-// Byte offset in a tile slot of row r, column k (k a multiple of 16): 128-byte line (k / 128) * 16 + r, its
-// 16-byte chunk (k / 16) % 8 swizzled by the line's index mod 8 (r % 8): two rows 4 apart read at the same 64
-// columns (4 chunks each) use 8 distinct chunks, all banks once.
-__device__ __forceinline__ int tile_offset(int r, int k) {
-  return (((k >> 7) * kTileRows + r) << 7) + ((((k >> 4) & 7) ^ (r & 7)) << 4);
-}
 
 struct Layer {
   const uint8_t* w[4];    // q|k|v (QD + 2 KVD, C), o (C, QD), gate|up (2H, C), down (C, H)
@@ -117,38 +118,6 @@ __device__ __forceinline__ Plan plan_of(const Mat& m) {
     pl.units = pl.r1 - pl.r0;
   }
   return pl;
-}
-
-// ---- waits ------------------------------------------------------------------------------------------------
-// Every wait of the kernel is bounded: a schedule bug or a block that never became resident would otherwise hang
-// the process. After 2e10 cycles (~10 s at the H200's 1.98 GHz) it reports where it waited and traps (the launch
-// then fails with an error the host reports).
-constexpr long long kWaitCycles = 20'000'000'000LL;
-static __device__ __noinline__ void wait_failed(const char* what, unsigned a, unsigned b) {
-  printf("decode_stack: block %d thread %d gave up waiting on %s (%u, %u)\n", int(blockIdx.x), int(threadIdx.x),
-         what, a, b);
-  __trap();
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity, const char* what, unsigned chunk) {
-  if (anvil_mbar_try_wait(bar, parity)) return;
-  const long long t0 = clock64();
-  while (!anvil_mbar_try_wait(bar, parity))
-    if (clock64() - t0 > kWaitCycles) wait_failed(what, chunk, parity);
-}
-
-// A consumer's wait for chunk `chunk` = use `use` of ring slot `slot`. The full barrier's parity alone cannot
-// tell use k from use k + 2: a warp that runs ahead (warp 0 wants chunk 16 = use 1 of slot 4 while chunk 4 = use
-// 0 is still in flight for warp 4) would find "parity 1 complete" (the phase before the first) and read a slot
-// still being filled. So the producer publishes in `issued[slot]` which use it last started, and a consumer
-// first waits for its own use to be the slot's current one; from there the parity is unambiguous.
-__device__ __forceinline__ void wait_chunk(volatile unsigned* issued, uint64_t* full, unsigned slot, unsigned use,
-                                           unsigned chunk) {
-  if (issued[slot] != use) {
-    const long long t0 = clock64();
-    while (issued[slot] != use)
-      if (clock64() - t0 > kWaitCycles) wait_failed("a chunk to be issued", chunk, issued[slot]);
-  }
-  mbar_wait(&full[slot], use & 1u, "a full slot", chunk);
 }
 
 // ---- consumer helpers --------------------------------------------------------------------------------------

@@ -71,11 +71,7 @@ __device__ void gemm_tiles(const Params& p, const Mat& m, const float* ws, int w
           anvil_mma16816<false>(d[q], a, b);
         }
       }
-      __syncwarp();
-      if (lane == 0 && atomicAdd(const_cast<unsigned*>(&done[slot]), 1u) == kTileQuarters - 1) {
-        done[slot] = 0;  // before the release: the slot's next use counts from zero
-        anvil_mbar_arrive(&empty[slot]);
-      }
+      release_slot(done, empty, slot, kTileQuarters);
     }
     const int row = u * kTileRows + pr;  // within the block's rows; and row + 8
     float* mine = part + (split ? grp * kTileQuarters + s : s) * rows;  // part[s][row], split: part[grp][s][row]

@@ -3,6 +3,7 @@
 // x). Design and measurements: docs/decode_kernels.md.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "backends/gpu/common.cuh"
 
@@ -86,9 +87,49 @@ __device__ __forceinline__ void store_y(const Params& p, int64_t i, float v) {
   }
 }
 
+#ifdef ANVIL_HAS_MMA16816
+// ---- m16n8k16 fragments of weight packs, shared by the tensor-core kernel and the ring kernel ----------------
+// Two fp8 codes (bytes b0 at bits 8..15 and b1 at 24..31 of x, the rest zero) to two 16-bit values in the MMA's
+// type, exactly: the 7 magnitude bits land in the exponent/mantissa fields (bf16: bits 4..10, f16: bits 7..13),
+// giving value * 2^-120 (bf16, e4m3fn: biases 127 vs 7), 2^-119 (bf16, fnuz: bias 8), 2^-8 / 2^-7 (f16, bias 15),
+// subnormal codes included (they land on subnormals of the same scale), then one fma.rn x2 by the power of two
+// restores the value: every e4m3 value is a normal bf16 and f16 value, so it is exact. NaN codes come out finite
+// and are flagged separately.
+template <bool FNUZ, bool XBF16>
+__device__ __forceinline__ uint32_t fp8_pair_to_16(uint32_t x) {
+  constexpr int kShift = XBF16 ? 4 : 1;
+  constexpr uint32_t kMul = XBF16 ? (FNUZ ? 0x7B007B00u : 0x7B807B80u) : (FNUZ ? 0x58005800u : 0x5C005C00u);
+  return anvil_mul2_16<XBF16>(((x & 0x7f007f00u) >> kShift) | (x & 0x80008000u), kMul);
+}
+
+// Quad q (k 4q..4q+3 of the pack r) as two registers of 16-bit pairs: lo = k 4q, 4q+1, hi = k 4q+2, 4q+3.
+template <class WT, bool XBF16>
+__device__ __forceinline__ void mma_quad(const uint32_t (&r)[4], int q, uint32_t& lo, uint32_t& hi, uint32_t& nan) {
+  if constexpr (!is_fp8<WT>) {
+    lo = r[2 * q], hi = r[2 * q + 1];
+  } else {
+    constexpr bool kFnuz = std::is_same<WT, WE4m3<true>>::value;
+    const uint32_t w = r[q];
+    lo = fp8_pair_to_16<kFnuz, XBF16>(__byte_perm(w, 0u, 0x1404u));  // bytes 0, 1 -> bits 8..15, 24..31
+    hi = fp8_pair_to_16<kFnuz, XBF16>(__byte_perm(w, 0u, 0x3424u));  // bytes 2, 3
+    if constexpr (kFnuz) {
+      const uint32_t z = w ^ 0x80808080u;
+      nan |= (z - 0x01010101u) & ~z & 0x80808080u;
+    } else {
+      nan |= ((w & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u;
+    }
+  }
+}
+
+#endif  // ANVIL_HAS_MMA16816
+
 // The tensor-core kernel (skinny_gemm_mma.cu): runs the product and returns true when it takes it — plain x,
 // 2..16 rows, bf16 x with bf16/e4m3 weights or f16 x with f16/e4m3 weights, on a GPU with 16-bit MMA, and
 // ANVIL_SKINNY_MMA not 0 — else returns false having done nothing. w_vec: weight rows 16-byte aligned.
 bool try_mma(const Params& p, DType wd, bool w_vec, Device dev);
+
+// The ring kernel (skinny_gemm_ring.cu): the same contract as try_mma for 1..16 rows, on CUDA sm_90+ (bulk copies
+// and tensor maps), 16-byte aligned x and w, rows of w a multiple of 128 bytes, and ANVIL_SKINNY_RING not 0.
+bool try_ring(const Params& p, DType wd, Device dev);
 
 }  // namespace anvil::skinny
