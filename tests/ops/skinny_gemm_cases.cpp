@@ -228,8 +228,8 @@ std::vector<OpCase> cases() {
         c.test = [=](const Ctx& ctx) { return run_sg(ctx, s); };
         out.push_back(c);
       }
-  // The GPU's ring path (CUDA sm_90+, 16-bit x, rows of w a multiple of 128 bytes; ANVIL_SKINNY_RING=0 turns it
-  // off): 28672 rows are 14 tiles per block on 132 SMs, two passes; 14336 columns are 14-28 pieces of 1024 bytes,
+  // The GPU's ring path (CUDA sm_90+, 16-bit x, rows of w a multiple of 128 bytes, FP8 weights from 9 rows;
+  // ANVIL_SKINNY_RING=0 turns it off, =2 on for every row count): 28672 rows are 14 tiles per block on 132 SMs, two passes; 14336 columns are 14-28 pieces of 1024 bytes,
   // so both x slots are reused many times; 1408 columns end on a partial piece and 4100 rows on a partial tile.
   const NK rshapes[] = {{28672, 256}, {2112, 14336}, {4100, 1408}};
   int r = 0;

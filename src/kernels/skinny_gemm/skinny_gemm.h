@@ -16,7 +16,9 @@
 //          one launch instead of two per decode projection; see SkinnyPrologue.
 // Backends: CPU loops (OpenMP over n, f32 accumulation); GPU: a warp-per-columns streaming kernel (skinny_gemm.cu),
 //          and on CUDA sm_80+ for 2..16 rows with bf16 x (bf16/e4m3 w) or f16 x (f16/e4m3 w) a tensor-core
-//          (mma.m16n8k16) kernel with the same contract (ANVIL_SKINNY_MMA=0 turns it off; docs/decode_kernels.md).
+//          (mma.m16n8k16) kernel with the same contract (ANVIL_SKINNY_MMA=0 turns it off; docs/decode_kernels.md);
+//          on sm_90+ a ring kernel (skinny_gemm_ring.cu: weights and x through bulk copies into shared memory, the
+//          same MMAs) takes 16-bit weights at 1..16 rows and FP8 weights at 9..16 (ANVIL_SKINNY_RING=0 / 2).
 //          matmul / matmul_fwd / matmul_fp8 route M <= kSkinnyMaxRows products here on the GPU (matmul.cu).
 #pragma once
 #include "core/tensor.h"

@@ -49,6 +49,7 @@ constexpr int kPerGroup = kPassTiles / kGroups;      // a warp's tiles per pass,
 constexpr int kMaxSlots = 12;                        // 192 KB of weights in flight per SM
 constexpr int kMinSlots = 4;
 constexpr int kMaxXSlots = 16;
+constexpr int kRingMinRowsFp8 = 9;                   // see try_ring
 constexpr int kBarConsumers = 1;                     // hardware barrier id of the consumer warps
 static_assert(kRingWarps % kQuarters == 0 && kPassTiles % kGroups == 0, "ring work split");
 
@@ -326,22 +327,30 @@ bool launch_ring_rows(const Params& p) {
   return p.M <= 8 ? launch_ring<WT, XBF16, 1>(p) : launch_ring<WT, XBF16, 2>(p);
 }
 
-// ANVIL_SKINNY_RING=0 keeps every product off the ring kernel (A/B timing).
-bool ring_enabled() {
-  static const bool env = [] {
+// ANVIL_SKINNY_RING=0 keeps every product off the ring kernel, =2 sends it every row count (A/B timing).
+int ring_mode() {
+  static const int mode = [] {
     const char* e = std::getenv("ANVIL_SKINNY_RING");
-    return !(e && e[0] == '0');
+    return e && *e ? std::atoi(e) : 1;
   }();
-  return env;
+  return mode;
 }
 }  // namespace
 
 bool try_ring(const Params& p, DType wd, Device dev) {
   (void)dev;
-  if (p.pro != kProPlain || p.M < 1 || p.M > 16 || p.N < 1 || !ring_enabled()) return false;
+  const int mode = ring_mode();
+  if (p.pro != kProPlain || p.M < 1 || p.M > 16 || p.N < 1 || mode == 0) return false;
   const auto info = gpu::device_info(gpu::current_device());
   if (!info.bulk_copy || !info.bf16_compute) return false;
   const bool fp8 = wd == DType::e4m3fn || wd == DType::e4m3fnuz;
+  // FP8 weights below kRingMinRowsFp8 rows keep the register kernels. H200, 8B projections, µs per launch in a
+  // graph, ring / register kernels: one row q|k|v 12.4 / 12.4, o 10.1 / 7.7, gate|up 45.9 / 40.7, down 27.3 / 24.1;
+  // 4 rows 12.7 / 14.5, 10.2 / 10.1, 46.0 / 45.9, 27.4 / 25.5; 16 rows 13.9 / 16.7, 11.0 / 11.9, 50.7 / 53.7,
+  // 29.0 / 29.2; FP8 decode at batch 8 3.88 / 3.77 ms per step. The ring's FP8 consumer decodes e4m3 to bf16 in
+  // software (~13 instructions per 4 weights) and runs latency-bound at ~1.3 issued instructions per clock per SM
+  // (docs/decode_kernels.md, ninth round). 16-bit weights take it at every row count.
+  if (fp8 && p.M < kRingMinRowsFp8 && mode != 2) return false;
   const bool xbf = p.x_dtype == DType::bf16;
   if (!(xbf && (wd == DType::bf16 || fp8)) && !(p.x_dtype == DType::f16 && (wd == DType::f16 || fp8))) return false;
   // Tile maps: 16-byte aligned bases, weight rows a multiple of 128 bytes (whole lines), x rows of whole lines.
