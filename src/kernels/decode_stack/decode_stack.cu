@@ -80,18 +80,17 @@ __device__ void produce(const Params& p, uint8_t* ring, uint64_t* full, uint64_t
         for (int i = 0; i < pl.ppr; i++, c++) {
           const int k0 = i * pl.pe, kn = pl.ppr == 1 ? m.K * nr : min(pl.pe, m.K - k0);
           const unsigned slot = c % unsigned(p.slots), use = c / unsigned(p.slots);
-          mbar_wait(&empty[slot], (use & 1u) ^ 1u, "an empty slot", c);  // use 0: the slot starts empty
+          // A tile (FP8) is a whole chunk: out-of-range rows and blocks arrive as zeros.
+          gpu::ring::claim_slot(full, empty, slot, use, ES == 1 ? unsigned(kChunk) : unsigned(kn * ES), c);
           uint8_t* dst = ring + size_t(slot) * kChunk;
           if constexpr (ES == 1) {
-            // A tile: rows [ra, ra + 16) x blocks [k0 / 128, + 8) (out-of-range rows and blocks arrive as zeros;
-            // the rows past the block's share are read and not used). One copy per 16 KB, like bf16: 8 copies of
-            // 2 KB rows measured the copy engine at ~9 B/clk per SM, half the HBM share.
-            anvil_mbar_arrive_expect(&full[slot], unsigned(kChunk));
+            // Rows [ra, ra + 16) x blocks [k0 / 128, + 8); the rows past the block's share are read and not used.
+            // One copy per 16 KB, like bf16: 8 copies of 2 KB rows measured the copy engine at ~9 B/clk per SM,
+            // half the HBM share.
             if (p.l2_first) anvil_tile_copy_g2s_3d(dst, m.tmap, 0, m.row0 + ra, k0 / 128, &full[slot], policy);
             else anvil_tile_copy_g2s_3d(dst, m.tmap, 0, m.row0 + ra, k0 / 128, &full[slot]);
           } else {
             const uint8_t* src = m.w + (int64_t(ra) * m.K + k0) * ES;
-            anvil_mbar_arrive_expect(&full[slot], unsigned(kn * ES));
             if (p.l2_first) anvil_bulk_copy_g2s(dst, src, unsigned(kn * ES), &full[slot], policy);
             else anvil_bulk_copy_g2s(dst, src, unsigned(kn * ES), &full[slot]);
           }

@@ -14,7 +14,6 @@ namespace anvil::decode_stack_gpu {
 using gpu::ring::kChunk;
 using gpu::ring::kTileRows;
 using gpu::ring::kWaitCycles;
-using gpu::ring::mbar_wait;
 using gpu::ring::release_slot;
 using gpu::ring::tile_offset;
 using gpu::ring::wait_chunk;

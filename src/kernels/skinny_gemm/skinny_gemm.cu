@@ -469,7 +469,7 @@ bool run(Params p, const Tensor& w, const Tensor& x_scale, const Tensor& w_scale
   p.w_scale_stride = w_scale.defined() && w_scale.numel() == p.N && p.N > 1 ? 1 : 0;
   p.alpha = alpha;
   const bool vec = gpu::aligned16(p.w) && (int64_t(p.K) * int64_t(dtype_size(w.dtype()))) % 16 == 0;
-  if (try_ring(p, w.dtype(), y.device())) return true;
+  if (try_ring(p, w.dtype())) return true;
   if (try_mma(p, w.dtype(), vec, y.device())) return true;
   switch (w.dtype()) {
     case DType::bf16: return launch_rows<WBf16>(p, vec, y.device());

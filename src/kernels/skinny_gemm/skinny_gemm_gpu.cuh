@@ -131,6 +131,6 @@ bool try_mma(const Params& p, DType wd, bool w_vec, Device dev);
 // The ring kernel (skinny_gemm_ring.cu): the same contract as try_mma for 1..16 rows (FP8 weights: 9..16), on CUDA
 // sm_90+ (bulk copies and tensor maps), 16-byte aligned x and w, rows of w a multiple of 128 bytes, and
 // ANVIL_SKINNY_RING not 0 (2: every row count).
-bool try_ring(const Params& p, DType wd, Device dev);
+bool try_ring(const Params& p, DType wd);
 
 }  // namespace anvil::skinny

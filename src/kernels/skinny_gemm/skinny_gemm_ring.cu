@@ -52,6 +52,7 @@ constexpr int kMaxXSlots = 16;
 constexpr int kRingMinRowsFp8 = 9;                   // see try_ring
 constexpr int kBarConsumers = 1;                     // hardware barrier id of the consumer warps
 static_assert(kRingWarps % kQuarters == 0 && kPassTiles % kGroups == 0, "ring work split");
+static_assert(kWarp == kAnvilMmaLanes, "the m16n8k16 fragment layout is defined over 32 lanes");
 
 struct RingCfg {
   int slots;    // ring slots of kChunk bytes
@@ -337,8 +338,7 @@ int ring_mode() {
 }
 }  // namespace
 
-bool try_ring(const Params& p, DType wd, Device dev) {
-  (void)dev;
+bool try_ring(const Params& p, DType wd) {
   const int mode = ring_mode();
   if (p.pro != kProPlain || p.M < 1 || p.M > 16 || p.N < 1 || mode == 0) return false;
   const auto info = gpu::device_info(gpu::current_device());
@@ -365,7 +365,7 @@ bool try_ring(const Params& p, DType wd, Device dev) {
 }
 #else
 // No bulk copies or m16n8k16 MMA in this vendor's header (HIP): the other kernels take every product.
-bool try_ring(const Params&, DType, Device) { return false; }
+bool try_ring(const Params&, DType) { return false; }
 #endif
 
 }  // namespace skinny
