@@ -20,17 +20,29 @@ struct SG {
   int64_t M, N, K;
   DType x, w, y;
   Scale scale;
+  // Stress: x rows scaled by powers of two from 2^-60 to 2^24 (FP8 weights on f16 MMAs stage bf16 x as f16,
+  // whose range is 2^-24..65504), and NaN codes in three weight rows (their outputs must be NaN, every row's).
+  bool wide = false, nan_rows = false;
 };
 
 std::string sg_id(const SG& s) {
   return str("skinny_gemm(", dtype_name(s.x), "x", dtype_name(s.w), "->", dtype_name(s.y), ",M=", s.M, ",N=", s.N,
-             ",K=", s.K, scale_name(s.scale), ")");
+             ",K=", s.K, scale_name(s.scale), s.wide ? ",wide_x" : "", s.nan_rows ? ",nan_w" : "", ")");
 }
 
 std::vector<Check> run_sg(const Ctx& ctx, const SG& s) {
   auto x = rand_normal(size_t(s.M * s.K), ctx.seed, 1, 1.f, s.x);
   // fp8 weights with a spread of about 2^7 around 1 (e4m3 normals and a few subnormals), scaled back by w_scale.
   auto w = rand_normal(size_t(s.N * s.K), ctx.seed, 2, dtype_is_fp8(s.w) ? 4.f : 1.f, s.w);
+  const int64_t nan_n[3] = {0, s.N / 2 + 1, s.N - 1};
+  if (s.wide)
+    for (int64_t m = 0; m < s.M; m++)
+      for (int64_t k = 0; k < s.K; k++) {
+        float& v = x[size_t(m * s.K + k)];
+        v = std::ldexp(v, int(-60 + 29 * m % 85));
+      }
+  if (s.nan_rows)
+    for (int64_t n : nan_n) w[size_t(n * s.K + (n * 37) % s.K)] = NAN;
   std::vector<float> ws;
   if (s.scale == Scale::per_tensor) ws = {0.0053f};
   if (s.scale == Scale::per_channel) ws = rand_uniform(size_t(s.N), ctx.seed, 3, 1e-3f, 1e-2f, DType::f32);
@@ -42,7 +54,29 @@ std::vector<Check> run_sg(const Ctx& ctx, const SG& s) {
   std::vector<double> ref(size_t(s.M * s.N)), wsd = to_double(ws);
   skinny_gemm_ref(to_double(x).data(), to_double(w).data(), ws.empty() ? nullptr : wsd.data(),
                   s.scale == Scale::per_channel, ref.data(), s.M, s.N, s.K);
-  return {compare("y", ty, ref, derived_tol(s.y, double(s.K), 2))};
+  if (!s.wide && !s.nan_rows) return {compare("y", ty, ref, derived_tol(s.y, double(s.K), 2))};
+  // Row by row (each against its own scale), NaN where the reference is NaN.
+  std::vector<Check> out;
+  const std::vector<float> got = ty.to_floats();
+  int nan_wrong = 0, nan_ref = 0;
+  for (int64_t m = 0; m < s.M; m++) {
+    std::vector<float> g;
+    std::vector<double> r;
+    for (int64_t n = 0; n < s.N; n++) {
+      const size_t i = size_t(m * s.N + n);
+      if (std::isnan(ref[i])) nan_ref++, nan_wrong += !std::isnan(got[i]);
+      else g.push_back(got[i]), r.push_back(ref[i]);
+    }
+    out.push_back(compare(str("y row ", m), g, r, derived_tol(s.y, double(s.K), 2)));
+  }
+  if (s.nan_rows) {
+    Check c;
+    c.ok = nan_wrong == 0 && nan_ref == 3 * s.M;  // the reference has them too: the codes were made
+    c.detail = str("outputs of NaN weight rows: ", nan_ref, " NaN in the reference (", 3 * s.M, " expected), ",
+                   nan_wrong, " of them not NaN");
+    out.push_back(c);
+  }
+  return out;
 }
 
 OpCase error_case() {
@@ -228,15 +262,17 @@ std::vector<OpCase> cases() {
         c.test = [=](const Ctx& ctx) { return run_sg(ctx, s); };
         out.push_back(c);
       }
-  // The GPU's ring path (CUDA sm_90+, 16-bit x, rows of w a multiple of 128 bytes, FP8 weights from 9 rows;
-  // ANVIL_SKINNY_RING=0 turns it off, =2 on for every row count): 28672 rows are 14 tiles per block on 132 SMs, two passes; 14336 columns are 14-28 pieces of 1024 bytes,
-  // so both x slots are reused many times; 1408 columns end on a partial piece and 4100 rows on a partial tile.
+  // The GPU's ring path (CUDA sm_90+, 16-bit x, rows of w a multiple of 128 bytes; e4m3fn at 1-8 rows converted
+  // in hardware, with bf16 x staged as f16, and from 9 rows in software; e4m3fnuz from 9 rows; ANVIL_SKINNY_RING=0
+  // turns it off, =2 on for every row count): 28672 rows are 14 tiles per block on 132 SMs, two passes; 14336
+  // columns are 14-28 pieces of 1024 bytes, so the x slots are reused many times; 1408 columns end on a partial
+  // piece and 4100 rows on a partial tile.
   const NK rshapes[] = {{28672, 256}, {2112, 14336}, {4100, 1408}};
   int r = 0;
   for (WX wx : {WX{DType::bf16, DType::bf16}, WX{DType::e4m3fn, DType::bf16}, WX{DType::e4m3fnuz, DType::bf16},
                 WX{DType::f16, DType::f16}, WX{DType::e4m3fn, DType::f16}})
     for (NK nk : rshapes)
-      for (int64_t M : {1, 9}) {
+      for (int64_t M : {1, 4, 9}) {
         if (nk.K == 14336 && wx.x == DType::f16) continue;  // the long rows once per x dtype is enough
         const DType y = floats[r % 3];
         const Scale sc = dtype_is_fp8(wx.w) ? (r % 2 ? Scale::per_channel : Scale::per_tensor) : Scale::none;
@@ -246,6 +282,15 @@ std::vector<OpCase> cases() {
         c.test = [=](const Ctx& ctx) { return run_sg(ctx, s); };
         out.push_back(c);
       }
+  // bf16 x of every magnitude and NaN weight codes, through each FP8 path (the ring's f16 staging for e4m3fn).
+  for (DType w : {DType::e4m3fn, DType::e4m3fnuz, DType::bf16})
+    for (int64_t M : {1, 4, 9, 16}) {
+      SG s{M, 4100, 1408, DType::bf16, w, DType::f32, Scale::per_channel, true, dtype_is_fp8(w)};
+      if (!dtype_is_fp8(w)) s.scale = Scale::none;
+      OpCase c{"skinny_gemm", sg_id(s)};
+      c.test = [=](const Ctx& ctx) { return run_sg(ctx, s); };
+      out.push_back(c);
+    }
   out.push_back(error_case());
 
   // Fused prologues. K = 1000 takes the byte-load path for bf16 weights (2000-byte rows); K = 4096 is one whole

@@ -17,8 +17,11 @@
 // - Passes of at most 12 tiles, piece-major inside a pass: x's piece i is copied once per pass and serves every
 //   tile's piece i. The 12 warps are 3 groups of 4; group G takes the pass's tiles G, G + 3, G + 6, G + 9 and
 //   keeps their sums in registers over the pieces; warp s of a group takes a quarter (256 bytes) of every piece.
-// - Products on the tensor cores (m16n8k16, f32 sums), fragments as in skinny_gemm_mma.cu: A = 16 weight rows
-//   (fp8 decoded exactly into the 16-bit type), B = x^T, one MMA per 8 activation rows (MG = 1 or 2).
+// - Products on the tensor cores (m16n8k16, f32 sums), fragments as in skinny_gemm_mma.cu: A = 16 weight rows,
+//   B = x^T, one MMA per 8 activation rows (MG = 1 or 2). e4m3fn weights are converted by the hardware
+//   (cvt.rn.f16x2.e4m3x2, 2 instructions per 4 weights) for f16 MMAs, so x must be f16: bf16 x is converted in
+//   its slot, once per piece, by 3 converter warps, times a power of two per row (convert_x). e4m3fnuz (no
+//   hardware conversion) is decoded exactly into the 16-bit type in software, ~13 instructions per 4 weights.
 // - At the end of a pass, in up to 4 rounds, the warps put their sums in `part` and the consumer threads add the
 //   4 quarters in a fixed order, scale, and store y: deterministic, no atomics.
 // - Launched early (gpu::launch_early): the first chunks of weights, which depend on nothing, are in flight
@@ -41,7 +44,17 @@ using gpu::ring::kTileRows;
 
 constexpr int kRingWarps = 12;                       // consumer warps
 constexpr int kConsumers = kRingWarps * kWarp;
-constexpr int kRingThreads = kConsumers + kWarp;     // + the producer warp
+constexpr int kConvWarps = 3;                        // bf16 x to f16 for e4m3fn weights (idle otherwise)
+// + the producer warp and the converters: 16 warps, 4 per scheduler, so 128 registers each as with 13.
+constexpr int kRingThreads = kConsumers + kWarp + kConvWarps * kWarp;
+// e4m3fn weights: hardware conversion and f16 MMAs; with bf16 x the converter warps stage x as f16 (convert_x).
+// Not with bf16 x at 9-16 rows: there the converters (~0.6 µs per 16-row piece) set the pace of the products whose
+// blocks have few tiles per piece (H200, µs in a graph, 16 rows, hardware / software decode: o 13.1 / 11.0, down
+// 34.0 / 29.0, q|k|v 15.2 / 13.9, gate|up 44.9 / 50.7), so the software decode keeps them.
+template <class WT, bool XBF16, int MG>
+constexpr bool kHwFp8 = std::is_same<WT, WE4m3<false>>::value && (MG == 1 || !XBF16);
+template <class WT, bool XBF16, int MG>
+constexpr bool kConvX = kHwFp8<WT, XBF16, MG> && XBF16;
 constexpr int kQuarters = 4;                         // warps per tile
 constexpr int kGroups = kRingWarps / kQuarters;      // tiles in work at once
 constexpr int kPassTiles = 12;                       // tiles per pass at most
@@ -49,7 +62,9 @@ constexpr int kPerGroup = kPassTiles / kGroups;      // a warp's tiles per pass,
 constexpr int kMaxSlots = 12;                        // 192 KB of weights in flight per SM
 constexpr int kMinSlots = 4;
 constexpr int kMaxXSlots = 16;
+constexpr int kMaxXRows = 16;
 constexpr int kRingMinRowsFp8 = 9;                   // see try_ring
+constexpr int64_t kRingMinBytesFp8Row = 20 << 20;    // see try_ring
 constexpr int kBarConsumers = 1;                     // hardware barrier id of the consumer warps
 static_assert(kRingWarps % kQuarters == 0 && kPassTiles % kGroups == 0, "ring work split");
 static_assert(kWarp == kAnvilMmaLanes, "the m16n8k16 fragment layout is defined over 32 lanes");
@@ -115,6 +130,85 @@ __device__ __forceinline__ uint4 x_load(const uint8_t* xsl, int xr, int row, int
   return *reinterpret_cast<const uint4*>(xsl + (L << 7) + ((((o >> 4) & 7) ^ (L & 7)) << 4));
 }
 
+// e4m3fn weights on the f16 MMAs: 4 weight bytes to A's registers lo (weights 0, 1) and hi (2, 3), exactly.
+__device__ __forceinline__ void e4m3fn_quad(uint32_t w, uint32_t& lo, uint32_t& hi) {
+#ifdef ANVIL_HAS_E4M3_CVT
+  anvil_e4m3x4_to_f16x2(w, lo, hi);
+#else
+  lo = hi = 0;
+  __trap();  // the ring runs on sm_90+ only
+#endif
+}
+
+// The larger magnitudes of two bf16 pairs, pair by pair (the sign bits are the XOR of the inputs': mask them).
+// NaN loses to a number; a NaN x still converts to NaN.
+__device__ __forceinline__ uint32_t absmax_bf16x2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("max.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+// Converter warp cw: every x piece, in the producer's order, once it has landed, from bf16 to f16 in place, for
+// the f16 MMAs of e4m3fn weights. Row r (< M; rows past M are zeros in both types) is scaled by 2^sh so that its
+// largest |x| over the piece's 1024 columns lands in [2^14, 2^15): every value >= that max * 2^-28 converts
+// exactly (f16 keeps 11 bits, bf16 has 8) and the rest err by < 2^-39 of the max, so the products keep bf16's
+// values to f32 accuracy, and rows f16 could not hold (|x| > 65504, or < 2^-14 where f16 loses bits) are no
+// problem. xinv[slot][r] = 2^-sh undoes it on the consumers' f32 sums of the piece. sh is clamped to [-126, 126]
+// so both powers are normal f32; an inf / NaN row keeps its inf / NaN. Then each converter arrives on
+// xready[slot] (kConvWarps arrivals complete it) and publishes the use in xconv[slot], which the consumers wait
+// for instead of the copy.
+// Work (up to 8 rows: see kHwFp8): a warp takes two rows at a time, 16 lanes per row and 8 independent 16-byte
+// chunks per lane; the max is a tree, then 4 shuffles. ~28 instructions per chunk, 20 of them the conversion.
+__device__ void convert_x(const RingCfg& rc, int M, int passes, uint8_t* xs, uint64_t* xfull,
+                          volatile unsigned* xissued, uint64_t* xready, volatile unsigned* xconv, float* xinv, int cw) {
+  constexpr int kLanesPerRow = kWarp / 2;
+  constexpr int kPer = kTileBytes * 2 / 16 / kLanesPerRow;  // 16-byte chunks of a row's piece per lane: 8
+  const int lane = int(threadIdx.x) % kWarp, hl = lane % kLanesPerRow;
+  unsigned xc = 0;
+  for (int q = 0; q < passes; q++)
+    for (int i = 0; i < rc.ppr; i++, xc++) {
+      const unsigned slot = xc % unsigned(rc.xslots), use = xc / unsigned(rc.xslots);
+      gpu::ring::wait_chunk(xissued, xfull, slot, use, xc);
+      uint8_t* xsl = xs + size_t(slot) * rc.x_slot;
+      for (int r0 = 2 * cw; r0 < M; r0 += 2 * kConvWarps) {
+        const int r = r0 + lane / kLanesPerRow;
+        const bool live = r < M;  // the other half's row may be live: every lane takes part in the shuffles
+        int off[kPer];
+        uint4 v[kPer];
+        uint32_t m[kPer];  // per chunk, the pair of largest |x| (sign bits aside), then a tree over the chunks
+#pragma unroll
+        for (int e = 0; e < kPer; e++) {
+          const int ch = hl + kLanesPerRow * e, L = (ch >> 3) * rc.xr + r;  // chunk ch % 8 of the row's line ch / 8
+          off[e] = (L << 7) + (((ch & 7) ^ (L & 7)) << 4);
+          v[e] = live ? *reinterpret_cast<const uint4*>(xsl + off[e]) : make_uint4(0, 0, 0, 0);
+          m[e] = absmax_bf16x2(absmax_bf16x2(v[e].x, v[e].y), absmax_bf16x2(v[e].z, v[e].w));
+        }
+#pragma unroll
+        for (int w = kPer / 2; w > 0; w /= 2)
+#pragma unroll
+          for (int e = 0; e < w; e++) m[e] = absmax_bf16x2(m[e], m[e + w]);
+        uint32_t mx = max(m[0] & 0x7fffu, (m[0] >> 16) & 0x7fffu);  // |x| as bf16 bits: they order as integers
+#pragma unroll
+        for (int o = kLanesPerRow / 2; o > 0; o /= 2) mx = max(mx, unsigned(ANVIL_SHFL_XOR(mx, o, kWarp)));
+        const int sh = min(126, max(-126, 141 - int(mx >> 7)));  // 141 = 127 + 14: the max's exponent to 14
+        const float scale = __uint_as_float(uint32_t(127 + sh) << 23);
+        auto f16x2 = [scale](uint32_t b) {  // two bf16 to two f16, times the scale
+          return anvil_f16x2_rn(__uint_as_float(b << 16) * scale, __uint_as_float(b & 0xffff0000u) * scale);
+        };
+        if (live) {
+#pragma unroll
+          for (int e = 0; e < kPer; e++)
+            *reinterpret_cast<uint4*>(xsl + off[e]) =
+                make_uint4(f16x2(v[e].x), f16x2(v[e].y), f16x2(v[e].z), f16x2(v[e].w));
+          if (hl == 0) xinv[slot * kMaxXRows + r] = __uint_as_float(uint32_t(127 - sh) << 23);
+        }
+      }
+      anvil_fence_proxy_async_smem();  // the slot's next fill is a copy
+      __syncwarp();
+      if (lane == 0) anvil_mbar_arrive(&xready[slot]), xconv[slot] = use;
+    }
+}
+
 template <class WT, bool XBF16, int MG>
 __global__ void __launch_bounds__(kRingThreads, 1)
     skinny_ring_kernel(const Params p, const RingCfg rc, const __grid_constant__ RingMaps maps) {
@@ -123,6 +217,7 @@ __global__ void __launch_bounds__(kRingThreads, 1)
   // Independent MMA chains per tile: a chunk is 16 (fp8) or 8 (bf16) dependent MMAs per warp in one chain; two
   // halve that latency. At MG = 2 the second chain's 32 registers would spill.
   constexpr int CH = MG == 1 ? 2 : 1;
+  constexpr bool kHw = kHwFp8<WT, XBF16, MG>, kConv = kConvX<WT, XBF16, MG>;
   extern __shared__ __align__(1024) uint8_t smem[];
   uint8_t* ring = smem;
   uint8_t* xs = smem + size_t(rc.slots) * kChunk;
@@ -135,6 +230,9 @@ __global__ void __launch_bounds__(kRingThreads, 1)
   volatile unsigned* done = issued + rc.slots;
   volatile unsigned* xissued = done + rc.slots;
   volatile unsigned* xdone = xissued + rc.xslots;
+  volatile unsigned* xconv = xdone + rc.xslots;
+  uint64_t* xready = reinterpret_cast<uint64_t*>(const_cast<unsigned*>(xconv + rc.xslots + (rc.xslots & 1)));
+  float* xinv = reinterpret_cast<float*>(xready + rc.xslots);  // [x slot][kMaxXRows]
   if (threadIdx.x == 0) {
     if ((anvil_smem_u32(ring) & 1023u) != 0) {  // the 128-byte swizzle's alignment
       printf("skinny_gemm ring: the ring starts at shared address %u, not on 1024 bytes\n", anvil_smem_u32(ring));
@@ -145,11 +243,13 @@ __global__ void __launch_bounds__(kRingThreads, 1)
       issued[s] = ~0u, done[s] = 0;
     }
     for (int s = 0; s < rc.xslots; s++) {
-      anvil_mbar_init(&xfull[s], 1), anvil_mbar_init(&xempty[s], 1);
-      xissued[s] = ~0u, xdone[s] = 0;
+      anvil_mbar_init(&xfull[s], 1), anvil_mbar_init(&xempty[s], 1), anvil_mbar_init(&xready[s], kConvWarps);
+      xissued[s] = ~0u, xdone[s] = 0, xconv[s] = ~0u;
     }
     anvil_mbar_init_fence();
   }
+  if constexpr (kConv)  // rows past M are never converted: their sums are not stored, but keep them finite
+    for (int r = int(threadIdx.x); r < rc.xslots * kMaxXRows; r += int(blockDim.x)) xinv[r] = 1.f;
   __syncthreads();
 
   const int r0 = int(int64_t(p.N) * blockIdx.x / gridDim.x), r1 = int(int64_t(p.N) * (blockIdx.x + 1) / gridDim.x);
@@ -158,6 +258,8 @@ __global__ void __launch_bounds__(kRingThreads, 1)
   if (threadIdx.x >= kConsumers) {
     if (threadIdx.x == kConsumers)
       ring_produce(rc, maps, r0, units, passes, ring, xs, full, empty, issued, xfull, xempty, xissued);
+    const int cw = int(threadIdx.x - kConsumers) / kWarp - 1;
+    if (kConv && cw >= 0) convert_x(rc, p.M, passes, xs, xfull, xissued, xready, xconv, xinv, cw);
     anvil_allow_next_grid();
     return;
   }
@@ -190,7 +292,8 @@ __global__ void __launch_bounds__(kRingThreads, 1)
     for (int i = 0; i < rc.ppr; i++, xc++) {
       if (mine == 0) continue;
       const unsigned xslot = xc % unsigned(rc.xslots);
-      gpu::ring::wait_chunk(xissued, xfull, xslot, xc / unsigned(rc.xslots), xc);
+      if (kConv) gpu::ring::wait_chunk(xconv, xready, xslot, xc / unsigned(rc.xslots), xc);
+      else gpu::ring::wait_chunk(xissued, xfull, xslot, xc / unsigned(rc.xslots), xc);
       const uint8_t* xsl = xs + size_t(xslot) * rc.x_slot;
       const int valid = min(kTileBytes, row_bytes - i * kTileBytes);  // bytes of the rows in this piece
 #pragma unroll
@@ -199,6 +302,8 @@ __global__ void __launch_bounds__(kRingThreads, 1)
         const unsigned cc = c + unsigned(i * T + grp + j * kGroups), slot = cc % unsigned(rc.slots);
         gpu::ring::wait_chunk(issued, full, slot, cc / unsigned(rc.slots), cc);
         const uint8_t* wr = ring + size_t(slot) * kChunk;
+        float d[MG][CH][4] = {};  // with kConv, the piece's sums in x's scaled units, folded into acc below
+        float(&sum)[MG][CH][4] = kConv ? d : acc[j];
 #pragma unroll
         for (int st = 0; st < kTileBytes / kQuarters / 64; st++) {
           const int kb = s * (kTileBytes / kQuarters) + 64 * st;  // warp-uniform: the MMAs need every lane
@@ -220,15 +325,28 @@ __global__ void __launch_bounds__(kRingThreads, 1)
 #pragma unroll
           for (int qq = 0; qq < Q; qq++) {
             uint32_t a[4];
-            mma_quad<WT, XBF16>(wl, qq, a[0], a[2], nan[j][0]);
-            mma_quad<WT, XBF16>(wh, qq, a[1], a[3], nan[j][1]);
+            if constexpr (kHw) {
+              e4m3fn_quad(wl[qq], a[0], a[2]);
+              e4m3fn_quad(wh[qq], a[1], a[3]);
+            } else {
+              mma_quad<WT, XBF16>(wl, qq, a[0], a[2], nan[j][0]);
+              mma_quad<WT, XBF16>(wh, qq, a[1], a[3], nan[j][1]);
+            }
 #pragma unroll
             for (int mg = 0; mg < MG; mg++) {
               const uint32_t b[2] = {xv[mg][2 * qq], xv[mg][2 * qq + 1]};
-              anvil_mma16816<XBF16>(acc[j][mg][qq % CH], a, b);
+              anvil_mma16816<XBF16 && !kHw>(sum[mg][qq % CH], a, b);
             }
           }
         }
+        if constexpr (kConv)
+#pragma unroll
+          for (int mg = 0; mg < MG; mg++)
+#pragma unroll
+            for (int h = 0; h < CH; h++)
+#pragma unroll
+              for (int v = 0; v < 4; v++)  // D's columns 2t, 2t + 1 are x rows 8 mg + 2t, 8 mg + 2t + 1
+                acc[j][mg][h][v] += d[mg][h][v] * xinv[xslot * kMaxXRows + min(mg * 8 + 2 * t + (v & 1), rc.xr - 1)];
         gpu::ring::release_slot(done, empty, slot, kQuarters);
       }
       gpu::ring::release_slot(xdone, xempty, xslot, xreaders);
@@ -290,7 +408,8 @@ bool launch_ring(const Params& p) {
   while (rc.xr < p.M) rc.xr *= 2;
   rc.x_lines = kTileBytes / WT::kBytes * 2 / 128;
   rc.x_slot = 128 * rc.xr * rc.x_lines;
-  // Shared memory: the ring, the x slots, the sums, and per slot (of either) two barriers and two counters. The
+  // Shared memory: the ring, the x slots, the sums, per ring slot two barriers and two counters, per x slot three
+  // barriers, three counters, 16 inverse scales and 4 bytes of alignment (the kernel's carve-up). The
   // producer issues x's piece before that piece's chunks and waits for a free x slot, so the ring stays full only
   // if the x slots reach as many pieces ahead as the ring holds chunks: slots / T + 1 of them for T tiles a pass.
   // The most ring slots for which those fit.
@@ -298,7 +417,8 @@ bool launch_ring(const Params& p) {
   const int T = std::min(kPassTiles, gpu::ceil_div(gpu::ceil_div(p.N, grid), kTileRows));
   const int64_t part_bytes = int64_t(kRingWarps) * MG * 4 * kWarp * 4;
   auto bytes = [&](int slots, int xslots) {
-    return int64_t(slots) * (kChunk + 24) + int64_t(xslots) * (rc.x_slot + 24) + part_bytes;
+    return int64_t(slots) * (kChunk + 24) + int64_t(xslots) * (rc.x_slot + 3 * 8 + 3 * 4 + kMaxXRows * 4 + 4) +
+           part_bytes;
   };
   rc.slots = 0;
   for (int s = kMaxSlots; s >= kMinSlots && rc.slots == 0; s--) {
@@ -319,7 +439,8 @@ bool launch_ring(const Params& p) {
                                         gpuFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     smem_set = smem;
   }
-  gpu::launch_early(kernel, dim3(unsigned(grid)), dim3(kRingThreads), smem, p, rc, maps);
+  const int threads = kConvX<WT, XBF16, MG> ? kRingThreads : kConsumers + kWarp;  // converters only when needed
+  gpu::launch_early(kernel, dim3(unsigned(grid)), dim3(unsigned(threads)), smem, p, rc, maps);
   return true;
 }
 
@@ -344,13 +465,17 @@ bool try_ring(const Params& p, DType wd) {
   const auto info = gpu::device_info(gpu::current_device());
   if (!info.bulk_copy || !info.bf16_compute) return false;
   const bool fp8 = wd == DType::e4m3fn || wd == DType::e4m3fnuz;
-  // FP8 weights below kRingMinRowsFp8 rows keep the register kernels. H200, 8B projections, µs per launch in a
-  // graph, ring / register kernels: one row q|k|v 12.4 / 12.4, o 10.1 / 7.7, gate|up 45.9 / 40.7, down 27.3 / 24.1;
-  // 4 rows 12.7 / 14.5, 10.2 / 10.1, 46.0 / 45.9, 27.4 / 25.5; 16 rows 13.9 / 16.7, 11.0 / 11.9, 50.7 / 53.7,
-  // 29.0 / 29.2; FP8 decode at batch 8 3.88 / 3.77 ms per step. The ring's FP8 consumer decodes e4m3 to bf16 in
-  // software (~13 instructions per 4 weights) and runs latency-bound at ~1.3 issued instructions per clock per SM
-  // (docs/decode_kernels.md, ninth round). 16-bit weights take it at every row count.
-  if (fp8 && p.M < kRingMinRowsFp8 && mode != 2) return false;
+  // FP8 weights. H200, 8B projections, µs per launch in a graph, ring / register kernels:
+  // - e4m3fnuz, and e4m3fn from 9 rows with bf16 x, decode in software (~13 instructions per 4 weights, run
+  //   latency-bound): one row q|k|v 12.4 / 12.4, o 10.1 / 7.7, gate|up 45.9 / 40.7, down 27.3 / 24.1; 4 rows 12.7 /
+  //   14.5, 10.2 / 10.1, 46.0 / 45.9, 27.4 / 25.5; 16 rows 13.9 / 16.7, 11.0 / 11.9, 50.7 / 53.7, 29.0 / 29.2. So
+  //   e4m3fnuz below kRingMinRowsFp8 rows keeps the register kernels.
+  // - e4m3fn at 1-8 rows converts in hardware (kHwFp8): one row 10.7 / 12.4, 9.6 / 7.7, 37.5 / 40.7, 22.6 / 24.3;
+  //   4 rows 10.9 / 14.6, 9.6 / 10.0, 37.8 / 46.4, 22.7 / 25.8. One row of a weight under kRingMinBytesFp8Row
+  //   (o's 16.8 MB) keeps the register kernels, whose fixed cost is lower.
+  // docs/decode_kernels.md, ninth and tenth rounds. 16-bit weights take the ring at every row count.
+  if (wd == DType::e4m3fnuz && p.M < kRingMinRowsFp8 && mode != 2) return false;
+  if (wd == DType::e4m3fn && p.M == 1 && int64_t(p.N) * p.K < kRingMinBytesFp8Row && mode != 2) return false;
   const bool xbf = p.x_dtype == DType::bf16;
   if (!(xbf && (wd == DType::bf16 || fp8)) && !(p.x_dtype == DType::f16 && (wd == DType::f16 || fp8))) return false;
   // Tile maps: 16-byte aligned bases, weight rows a multiple of 128 bytes (whole lines), x rows of whole lines.

@@ -212,6 +212,11 @@ __device__ __forceinline__ void anvil_mbar_arrive_expect(uint64_t* bar, unsigned
 __device__ __forceinline__ void anvil_mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(anvil_smem_u32(bar)) : "memory");
 }
+// Orders this thread's earlier shared-memory writes before later copy-engine (async proxy) accesses of the same
+// bytes: a slot written by threads and then refilled by a bulk copy needs it between the two.
+__device__ __forceinline__ void anvil_fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
 // Whether the phase with this parity (0, 1, 0, ...: the count of completed phases mod 2) has completed; the
 // hardware may suspend the thread for a while before answering no.
 __device__ __forceinline__ bool anvil_mbar_try_wait(uint64_t* bar, unsigned parity) {
@@ -277,6 +282,7 @@ __device__ __forceinline__ void anvil_mbar_init(uint64_t*, unsigned) { __trap();
 __device__ __forceinline__ void anvil_mbar_init_fence() { __trap(); }
 __device__ __forceinline__ void anvil_mbar_arrive_expect(uint64_t*, unsigned) { __trap(); }
 __device__ __forceinline__ void anvil_mbar_arrive(uint64_t*) { __trap(); }
+__device__ __forceinline__ void anvil_fence_proxy_async_smem() { __trap(); }
 __device__ __forceinline__ bool anvil_mbar_try_wait(uint64_t*, unsigned) {
   __trap();
   return false;
