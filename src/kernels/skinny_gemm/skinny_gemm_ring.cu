@@ -14,7 +14,7 @@
 //   power of two >= M; rows past M arrive as zeros) into one of two x slots. So the consumers read no global
 //   memory at all: a load from L2 would queue behind the bulk data already headed to the SM (~0.4 µs per 16 KB
 //   chunk in flight; docs/decode_kernels.md, fifth round) and stall the warp that issued it.
-// - Passes of at most 12 tiles, piece-major inside a pass: x's piece i is copied once per pass and serves every
+// - Passes of at most 12 tiles, of equal size, piece-major inside a pass: x's piece i is copied once per pass and serves every
 //   tile's piece i. The 12 warps are 3 groups of 4; group G takes the pass's tiles G, G + 3, G + 6, G + 9 and
 //   keeps their sums in registers over the pieces; warp s of a group takes a quarter (256 bytes) of every piece.
 // - Products on the tensor cores (m16n8k16, f32 sums), fragments as in skinny_gemm_mma.cu: A = 16 weight rows,
@@ -76,20 +76,25 @@ struct RingCfg {
   int x_slot;   // bytes per x slot: 128 * xr * x_lines
   int xslots;   // x slots: enough pieces ahead for the ring to stay full when a pass has few tiles
   int ppr;      // pieces per weight row
+  int tp;       // tiles per pass (pass_tiles of the largest block's tiles)
 };
 struct RingMaps {
   CUtensorMap w;  // gpu::ring::encode_weight_tiles
   CUtensorMap x;  // (64 elements, M rows, K / 64 lines), box (64, xr, x_lines), 128-byte swizzled
 };
 
-// The block's tiles [ua, ub) of pass q: full passes of kPassTiles, then the rest. Full passes keep the 3 groups
-// even (4 tiles each); equal passes (14 tiles as 7 + 7) gave one group 3 tiles of every 7.
+// The block's tiles [ua, ub) of pass q: passes of equal size (to a tile), at most kPassTiles. H200, gate|up's 14
+// tiles per block as 7 + 7 against 12 + 2, µs in a graph: bf16 61.8 / 63.2 (1 row), 62.1 / 63.4 (4 rows); e4m3fn
+// 36.1 / 37.5, 36.4 / 38.0. A 2-tile pass leaves a group idle and the ring a third full (its x slots reach only 2
+// pieces ahead; 16 x slots did not change it), which outweighs 7-tile passes' uneven groups (3, 2, 2 tiles).
 struct Pass {
   int ua, ub;
 };
-__device__ __forceinline__ Pass pass_of(int units, int q) {
-  return {q * kPassTiles, min(units, (q + 1) * kPassTiles)};
+int pass_tiles(int units) {
+  const int passes = (units + kPassTiles - 1) / kPassTiles;
+  return (units + passes - 1) / passes;
 }
+__device__ __forceinline__ Pass pass_of(int units, int tp, int q) { return {q * tp, min(units, (q + 1) * tp)}; }
 
 __device__ void ring_produce(const RingCfg& rc, const RingMaps& maps, int r0, int units, int passes, uint8_t* ring,
                              uint8_t* xs, uint64_t* full, uint64_t* empty, volatile unsigned* issued,
@@ -105,12 +110,13 @@ __device__ void ring_produce(const RingCfg& rc, const RingMaps& maps, int r0, in
     c++;
   };
   // The first chunks of piece 0 (as many as the ring holds) depend on nothing the previous kernel writes.
-  const Pass p0 = pass_of(units, 0);
+  const int tp = rc.tp;
+  const Pass p0 = pass_of(units, tp, 0);
   const int pre = min(p0.ub - p0.ua, rc.slots);
   for (int u = 0; u < pre; u++) copy_w(u, 0);
   anvil_wait_prior_grid();
   for (int q = 0; q < passes; q++) {
-    const Pass ps = pass_of(units, q);
+    const Pass ps = pass_of(units, tp, q);
     for (int i = 0; i < rc.ppr; i++) {
       const unsigned xslot = xc % unsigned(rc.xslots), xuse = xc / unsigned(rc.xslots);
       gpu::ring::claim_slot(xfull, xempty, xslot, xuse, unsigned(rc.x_slot), xc);
@@ -254,7 +260,7 @@ __global__ void __launch_bounds__(kRingThreads, 1)
 
   const int r0 = int(int64_t(p.N) * blockIdx.x / gridDim.x), r1 = int(int64_t(p.N) * (blockIdx.x + 1) / gridDim.x);
   const int units = (r1 - r0 + kTileRows - 1) / kTileRows;
-  const int passes = (units + kPassTiles - 1) / kPassTiles;
+  const int passes = (units + rc.tp - 1) / rc.tp;
   if (threadIdx.x >= kConsumers) {
     if (threadIdx.x == kConsumers)
       ring_produce(rc, maps, r0, units, passes, ring, xs, full, empty, issued, xfull, xempty, xissued);
@@ -272,8 +278,9 @@ __global__ void __launch_bounds__(kRingThreads, 1)
   const int row_bytes = p.K * WT::kBytes;
   anvil_wait_prior_grid();  // y may still be read by the previous kernel
   unsigned c = 0, xc = 0;
+  const int tp = rc.tp;
   for (int q = 0; q < passes; q++) {
-    const Pass ps = pass_of(units, q);
+    const Pass ps = pass_of(units, tp, q);
     const int T = ps.ub - ps.ua;
     const int mine = T > grp ? (T - grp + kGroups - 1) / kGroups : 0;  // this group's tiles in the pass
     const unsigned xreaders = unsigned(kQuarters * min(T, kGroups));
@@ -414,7 +421,8 @@ bool launch_ring(const Params& p) {
   // if the x slots reach as many pieces ahead as the ring holds chunks: slots / T + 1 of them for T tiles a pass.
   // The most ring slots for which those fit.
   const int grid = std::min(info.compute_units, gpu::ceil_div(p.N, kTileRows));
-  const int T = std::min(kPassTiles, gpu::ceil_div(gpu::ceil_div(p.N, grid), kTileRows));
+  const int units = gpu::ceil_div(gpu::ceil_div(p.N, grid), kTileRows);  // a block's tiles at most
+  const int T = rc.tp = pass_tiles(units);
   const int64_t part_bytes = int64_t(kRingWarps) * MG * 4 * kWarp * 4;
   auto bytes = [&](int slots, int xslots) {
     return int64_t(slots) * (kChunk + 24) + int64_t(xslots) * (rc.x_slot + 3 * 8 + 3 * 4 + kMaxXRows * 4 + 4) +
