@@ -14,9 +14,10 @@
 //   power of two >= M; rows past M arrive as zeros) into one of two x slots. So the consumers read no global
 //   memory at all: a load from L2 would queue behind the bulk data already headed to the SM (~0.4 µs per 16 KB
 //   chunk in flight; docs/decode_kernels.md, fifth round) and stall the warp that issued it.
-// - Passes of at most 12 tiles, of equal size, piece-major inside a pass: x's piece i is copied once per pass and serves every
-//   tile's piece i. The 12 warps are 3 groups of 4; group G takes the pass's tiles G, G + 3, G + 6, G + 9 and
-//   keeps their sums in registers over the pieces; warp s of a group takes a quarter (256 bytes) of every piece.
+// - Passes of at most 12 tiles, of equal size, piece-major inside a pass: x's piece i is copied once per pass and
+//   serves every tile's piece i. The 12 warps are 3 groups of 4; group G takes the pass's tiles G, G + 3, G + 6,
+//   G + 9 and keeps their sums in registers over the pieces; warp s of a group takes a quarter (256 bytes) of every
+//   piece.
 // - Products on the tensor cores (m16n8k16, f32 sums), fragments as in skinny_gemm_mma.cu: A = 16 weight rows,
 //   B = x^T, one MMA per 8 activation rows (MG = 1 or 2). e4m3fn weights are converted by the hardware
 //   (cvt.rn.f16x2.e4m3x2, 2 instructions per 4 weights) for f16 MMAs, so x must be f16: bf16 x is converted in
@@ -376,7 +377,8 @@ __global__ void __launch_bounds__(kRingThreads, 1)
 #pragma unroll
           for (int i = 0; i < 4; i++)
             mine_part[(mg * 4 + i) * kWarp + lane] =
-                nan[j][i >> 1] ? bits_f32(0x7fc00000u) : (CH == 2 ? acc[j][mg][0][i] + acc[j][mg][1][i] : acc[j][mg][0][i]);
+                nan[j][i >> 1] ? bits_f32(0x7fc00000u)
+                               : (CH == 2 ? acc[j][mg][0][i] + acc[j][mg][1][i] : acc[j][mg][0][i]);
       }
       anvil_bar_sync(kBarConsumers, kConsumers);
       for (int o = int(threadIdx.x); o < kGroups * kTileRows * p.M; o += kConsumers) {
