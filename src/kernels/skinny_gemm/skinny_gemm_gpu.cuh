@@ -128,9 +128,9 @@ __device__ __forceinline__ void mma_quad(const uint32_t (&r)[4], int q, uint32_t
 // ANVIL_SKINNY_MMA not 0 — else returns false having done nothing. w_vec: weight rows 16-byte aligned.
 bool try_mma(const Params& p, DType wd, bool w_vec, Device dev);
 
-// The ring kernel (skinny_gemm_ring.cu): the same contract as try_mma for 1..16 rows (FP8 weights: 9..16), on CUDA
-// sm_90+ (bulk copies and tensor maps), 16-byte aligned x and w, rows of w a multiple of 128 bytes, and
-// ANVIL_SKINNY_RING not 0 (2: every row count).
+// The ring kernel (skinny_gemm_ring.cu): the same contract as try_mma for 1..16 rows (e4m3fn: not one row of a
+// small weight; e4m3fnuz: 9..16), on CUDA sm_90+ (bulk copies and tensor maps), 16-byte aligned x and w, rows of w a
+// multiple of 128 bytes, and ANVIL_SKINNY_RING not 0 (2: every row count).
 bool try_ring(const Params& p, DType wd);
 
 }  // namespace anvil::skinny
