@@ -10,6 +10,7 @@
 #            and without graph capture, batch 1/8/32, 2048 tokens of context, bf16 logits parity
 #   decodeprof  one decode step split by kernel (ncu, one kernel at a time) -> decode_profile.md
 #   skprof   ncu sections of the skinny GEMM at one row
+#   ringprof ncu counters and stall reasons of the ring skinny GEMM on gate|up (FP8 and bf16, 1 and 16 rows)
 #   scanprof ncu sections of the selective_scan backward kernels
 #   trainprof  one Mamba-130m training step split by kernel (ncu) -> train_profile.md
 #   decodesweep  batch-1 decode under several environments (SWEEP, see the step)
@@ -158,7 +159,21 @@ for step in "$@"; do
           "$bin/anvil_op_tests" --backend gpu --mode perf --op skinny_gemm --filter "$f" > "$out/skprof_$tag.txt" 2>&1
         summary+=("skprof $f: $(grep -E 'Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per' "$out/skprof_$tag.txt" | tr -s ' ' | tr '\n' ';')")
       done ;;
-    *) echo "gpu_run.sh: unknown step '$step' (expected info, ops, grad, perf, unit, decode, decodesweep, scanprof, ssm, train, trainparity, graph, prof, decodeprof, skprof, trainprof)" >&2; exit 2 ;;
+    ringprof)  # ncu counters of the ring skinny GEMM on gate|up (docs/decode_kernels.md, tenth round): time, DRAM
+      # read rate, instructions, IPC, tensor pipe, and the warp stall reasons per issued instruction
+      ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
+      if [ -z "$ncu" ]; then summary+=("ringprof: no ncu on this machine"); continue; fi
+      m="gpu__time_duration.sum,dram__bytes_read.sum.per_second,smsp__inst_executed.sum"
+      m="$m,sm__inst_executed.avg.per_cycle_active,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"
+      m="$m,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
+      for f in "(e4m3fn,llama8b_gate_up,M=1," "(bf16,llama8b_gate_up,M=1," "(e4m3fn,llama8b_gate_up,M=16,"; do
+        tag=$(echo "$f" | tr -c 'a-zA-Z0-9' '_')
+        "$ncu" --clock-control none --launch-skip 2 --launch-count 1 --kernel-name regex:skinny_ring --metrics "$m" \
+          "$bin/anvil_op_tests" --backend gpu --mode perf --op skinny_gemm --filter "$f" > "$out/ringprof$tag.txt" 2>&1
+        summary+=("ringprof $f: $(grep -E 'gpu__time|dram__bytes|inst_executed|tensor_cycles' "$out/ringprof$tag.txt" |
+          awk '{print $1, $NF}' | tr '\n' ';')")
+      done ;;
+    *) echo "gpu_run.sh: unknown step '$step' (expected info, ops, grad, perf, unit, decode, decodesweep, scanprof, ssm, train, trainparity, graph, prof, decodeprof, skprof, ringprof, trainprof)" >&2; exit 2 ;;
   esac
 done
 echo "==== summary ===="
