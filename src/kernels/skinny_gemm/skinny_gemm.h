@@ -18,7 +18,8 @@
 //          and on CUDA sm_80+ for 2..16 rows with bf16 x (bf16/e4m3 w) or f16 x (f16/e4m3 w) a tensor-core
 //          (mma.m16n8k16) kernel with the same contract (ANVIL_SKINNY_MMA=0 turns it off; docs/decode_kernels.md);
 //          on sm_90+ a ring kernel (skinny_gemm_ring.cu: weights and x through bulk copies into shared memory, the
-//          same MMAs) takes 16-bit weights at 1..16 rows and FP8 weights at 9..16 (ANVIL_SKINNY_RING=0 / 2).
+//          same MMAs; e4m3fn converted in hardware at 1..8 rows) takes 16-bit and e4m3fn weights at 1..16 rows
+//          (e4m3fn: not one row of a weight under 20 MB) and e4m3fnuz at 9..16 (ANVIL_SKINNY_RING=0 / 2).
 //          matmul / matmul_fwd / matmul_fp8 route M <= kSkinnyMaxRows products here on the GPU (matmul.cu).
 #pragma once
 #include "core/tensor.h"

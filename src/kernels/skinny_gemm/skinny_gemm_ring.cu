@@ -49,7 +49,7 @@ constexpr int kConvWarps = 3;                        // bf16 x to f16 for e4m3fn
 // + the producer warp and the converters: 16 warps, 4 per scheduler, so 128 registers each as with 13.
 constexpr int kRingThreads = kConsumers + kWarp + kConvWarps * kWarp;
 // e4m3fn weights: hardware conversion and f16 MMAs; with bf16 x the converter warps stage x as f16 (convert_x).
-// Not with bf16 x at 9-16 rows: there the converters (~0.6 µs per 16-row piece) set the pace of the products whose
+// Not with bf16 x at 9-16 rows: there the converters (~0.6 µs per 16-row piece, estimated) set the pace of those whose
 // blocks have few tiles per piece (H200, µs in a graph, 16 rows, hardware / software decode: o 13.1 / 11.0, down
 // 34.0 / 29.0, q|k|v 15.2 / 13.9, gate|up 44.9 / 50.7), so the software decode keeps them.
 template <class WT, bool XBF16, int MG>
@@ -130,11 +130,14 @@ __device__ void ring_produce(const RingCfg& rc, const RingMaps& maps, int r0, in
   }
 }
 
-// The 16 bytes of x row `row` at byte o of the piece, in an x slot laid out as [line][row][128 B], 128-byte
-// swizzled: line L = (o / 128) * xr + row, its 16-byte chunk (o / 16) % 8 at ((o / 16) % 8) ^ (L % 8).
-__device__ __forceinline__ uint4 x_load(const uint8_t* xsl, int xr, int row, int o) {
+// Where the 16 bytes of x row `row` at byte o of the piece sit in an x slot laid out as [line][row][128 B],
+// 128-byte swizzled: line L = (o / 128) * xr + row, its 16-byte chunk (o / 16) % 8 at ((o / 16) % 8) ^ (L % 8).
+__device__ __forceinline__ int x_offset(int xr, int row, int o) {
   const int L = (o >> 7) * xr + row;
-  return *reinterpret_cast<const uint4*>(xsl + (L << 7) + ((((o >> 4) & 7) ^ (L & 7)) << 4));
+  return (L << 7) + ((((o >> 4) & 7) ^ (L & 7)) << 4);
+}
+__device__ __forceinline__ uint4 x_load(const uint8_t* xsl, int xr, int row, int o) {
+  return *reinterpret_cast<const uint4*>(xsl + x_offset(xr, row, o));
 }
 
 // e4m3fn weights on the f16 MMAs: 4 weight bytes to A's registers lo (weights 0, 1) and hi (2, 3), exactly.
@@ -185,8 +188,7 @@ __device__ void convert_x(const RingCfg& rc, int M, int passes, uint8_t* xs, uin
         uint32_t m[kPer];  // per chunk, the pair of largest |x| (sign bits aside), then a tree over the chunks
 #pragma unroll
         for (int e = 0; e < kPer; e++) {
-          const int ch = hl + kLanesPerRow * e, L = (ch >> 3) * rc.xr + r;  // chunk ch % 8 of the row's line ch / 8
-          off[e] = (L << 7) + (((ch & 7) ^ (L & 7)) << 4);
+          off[e] = x_offset(rc.xr, r, 16 * (hl + kLanesPerRow * e));
           v[e] = live ? *reinterpret_cast<const uint4*>(xsl + off[e]) : make_uint4(0, 0, 0, 0);
           m[e] = absmax_bf16x2(absmax_bf16x2(v[e].x, v[e].y), absmax_bf16x2(v[e].z, v[e].w));
         }
