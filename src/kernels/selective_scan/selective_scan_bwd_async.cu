@@ -43,6 +43,7 @@
 // instead of 32. Those sums were 128 of the ~320 shared wavefronts per warp and sub-tile (16 STS.128 + 64 LDS.32);
 // now 16 (2 + 8), for 56 shuffles. SASS (sm_90, bf16, 16-byte path), sub-tile loop: 811 -> 911 instructions
 // (+56 SHFL, +112 FSEL, -56 LDS, -14 STS.128). docs/mamba_kernels.md has the prediction.
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <initializer_list>
@@ -90,6 +91,11 @@ struct BwdAsyncParams {
   int D, N, G, per_group, blocks_per_group, nstates;
   bool softplus;
   bool states16;  // N == 16 and states on 16 bytes: a thread's 4 saved states are one float4 load
+  // Work items (below): channel block j of `blocks` (b, g, 32 channels) times time segment s of `segs`, each
+  // seg_tiles tiles long, taken in the order of `work` (zeroed by the host): every block's last segment first.
+  int blocks, segs, seg_tiles;
+  unsigned* work;  // [0]: items taken; [1 + j * segs + s]: segment s of block j is done and its carry stored
+  float4* carry;   // (blocks, segs, kThreads): the adjoint qc entering segment s from segment s + 1
 };
 
 struct alignas(16) BwdSmem {
@@ -189,7 +195,8 @@ __device__ __forceinline__ void store_pack_at(T* row, int64_t t0, int64_t L, con
   }
 }
 
-template <class T, bool VEC, bool HOLD, bool WRED>
+// SEG: blocks take (channel block, segment) items by ticket (below); otherwise block i is channel block i, whole.
+template <class T, bool VEC, bool HOLD, bool WRED, bool SEG>
 __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncParams p) {
   static_assert(HOLD || !WRED, "the warp pre-sum (variant 4) is an option of variant 3's adjoint");
   constexpr int P = gpu::Pack<T>::N;
@@ -204,366 +211,455 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
                                                    (kOverlap ? sizeof(BwdSmem) : offsetof(BwdSmem, red)));
 
   const int tid = int(threadIdx.x);
-  const int blk = int(blockIdx.x), jb = blk % p.blocks_per_group, bg = blk / p.blocks_per_group;
-  const int g = bg % p.G, b = bg / p.G, ch0 = jb * kCB;
-  const int64_t L = p.L;
-  const int64_t bc = (int64_t(b) * p.G + g) * p.N * L;
-  const T* Bg = static_cast<const T*>(p.Bm) + bc;
-  const T* Cg = static_cast<const T*>(p.Cm) + bc;
-  const T* Z = static_cast<const T*>(p.z);
-  // Channel and row of block channel sc (clamped to the group's first channel past it: never stored then).
-  auto chan_of = [&](int sc) { return g * p.per_group + (ch0 + sc < p.per_group ? ch0 + sc : 0); };
-  auto row_of = [&](int sc) { return int64_t(b) * p.D + chan_of(sc); };
-
-  // Compute role (and per-step reducer role): channel cc, states q*4 .. q*4+3.
-  const int q = tid % kQ, cc = tid / kQ;
-  const bool valid = ch0 + cc < p.per_group;
-  const int d = g * p.per_group + (valid ? ch0 + cc : 0);
-  const int64_t row = int64_t(b) * p.D + d;
-  const float dskip = p.D_skip ? p.D_skip[d] : 0.f;
-  float A2[kS], qc[kS], dA[kS];
-#pragma unroll
-  for (int j = 0; j < kS; j++) {
-    const int n = q * kS + j;
-    A2[j] = n < p.N ? p.A[int64_t(d) * p.N + n] * kLog2e : 0.f;
-    qc[j] = dA[j] = 0.f;  // qc: a_{t+1} G_{t+1}, what the later steps send back to h_t
-  }
-  float dD_acc = 0.f, ddb_acc = 0.f;
-  // dB/dC reducer role: step rs of the round, state rn, rw = 0 (dC) or 1 (dB).
-  const int rs = tid % kHalf, rn = (tid / kHalf) % kNP, rw = tid / (kHalf * kNP);
-  for (int i = tid; i < kCB; i += kThreads) sm.bias[i] = p.delta_bias ? p.delta_bias[chan_of(i)] : 0.f;
-
-  // Copy role: the next tile's packs into `raw`. Thread pack k = tid + i*kThreads -> channel k / PPC, pack
-  // k % PPC; a warp copies whole 64-byte row segments.
-  auto issue = [&](int kt) {
-    const int64_t tt = int64_t(kt) * kTT;
-#pragma unroll
-    for (int i = 0; i < KC; i++) {
-      const int k = tid + i * kThreads, sc = k / PPC, sp = k % PPC;
-      const bool ok = ch0 + sc < p.per_group;
-      const int64_t r = row_of(sc) * L, t0 = tt + sp * P;
-      copy_pack<T, VEC>(&raw.ch[0][sc][sp * P], static_cast<const T*>(p.u) + r, t0, L, ok);
-      copy_pack<T, VEC>(&raw.ch[1][sc][sp * P], static_cast<const T*>(p.delta) + r, t0, L, ok);
-      if (Z) copy_pack<T, VEC>(&raw.ch[2][sc][sp * P], Z + r, t0, L, ok);
-      copy_pack<T, VEC>(&raw.ch[3][sc][sp * P], static_cast<const T*>(p.dout) + r, t0, L, ok);
+  // Persistent blocks take (channel block, time segment) items. Why: at 3 blocks per SM (168 registers, 68 KB) the
+  // 640 blocks of the issue's shape were 1.62 waves and the 512 of Mamba-370m/1.4B 1.29, and a second wave of one
+  // or two blocks per SM runs at ~half the SM's rate of three (docs/mamba_kernels.md). Eight segments per block
+  // make 10-13 rounds of items, so the last, partial round is short. A segment starts from the adjoint carry the
+  // segment after it left (its items were all taken earlier: they come first in the order). Without SEG the
+  // block index is the item: ptxas builds the ticketed kernel differently (2336 SASS instructions against 2480)
+  // and it ran every tile ~3% slower (one segment: 1825 against 1769 us at the issue's shape), so one-segment
+  // launches keep the plain grid.
+  __shared__ int s_item;
+  for (int once = 0;; once++) {
+    if constexpr (SEG) {
+      if (tid == 0) s_item = int(atomicAdd(p.work, 1u));
+      __syncthreads();
+    } else if (once) {
+      break;
     }
+    const int item = SEG ? s_item : int(blockIdx.x);
+    if (SEG && item >= p.blocks * p.segs) break;
+    const int seg = p.segs - 1 - item / p.blocks;
+    const int blk = item % p.blocks, jb = blk % p.blocks_per_group, bg = blk / p.blocks_per_group;
+    const int g = bg % p.G, b = bg / p.G, ch0 = jb * kCB;
+    const int64_t L = p.L;
+    const int64_t bc = (int64_t(b) * p.G + g) * p.N * L;
+    const T* Bg = static_cast<const T*>(p.Bm) + bc;
+    const T* Cg = static_cast<const T*>(p.Cm) + bc;
+    const T* Z = static_cast<const T*>(p.z);
+    // Channel and row of block channel sc (clamped to the group's first channel past it: never stored then).
+    auto chan_of = [&](int sc) { return g * p.per_group + (ch0 + sc < p.per_group ? ch0 + sc : 0); };
+    auto row_of = [&](int sc) { return int64_t(b) * p.D + chan_of(sc); };
+
+    // Compute role (and per-step reducer role): channel cc, states q*4 .. q*4+3.
+    const int q = tid % kQ, cc = tid / kQ;
+    const bool valid = ch0 + cc < p.per_group;
+    const int d = g * p.per_group + (valid ? ch0 + cc : 0);
+    const int64_t row = int64_t(b) * p.D + d;
+    const float dskip = p.D_skip ? p.D_skip[d] : 0.f;
+    float A2[kS], qc[kS], dA[kS];
 #pragma unroll
-    for (int i = 0; i < KB; i++) {
-      const int m = tid + i * kThreads, w = m / (kNP * PPC), n = (m % (kNP * PPC)) / PPC, sp = m % PPC;
-      if (m < NBC)
-        copy_pack<T, VEC>(&raw.bc[w][n][sp * P], (w ? Cg : Bg) + int64_t(n < p.N ? n : 0) * L, tt + sp * P, L,
-                          n < p.N);
+    for (int j = 0; j < kS; j++) {
+      const int n = q * kS + j;
+      A2[j] = n < p.N ? p.A[int64_t(d) * p.N + n] * kLog2e : 0.f;
+      qc[j] = dA[j] = 0.f;  // qc: a_{t+1} G_{t+1}, what the later steps send back to h_t
     }
-    anvil_cp_async_commit();
-  };
-  // raw -> f32 tiles (after anvil_cp_async_wait_all and a barrier). Element i*kThreads + tid: channel
-  // cs0 + i*kCS, step st, so a warp writes consecutive steps of one channel (and every address is a base
-  // plus a constant: nothing per element to keep in registers).
-  constexpr int kCS = kThreads / kTT;  // channels per pass
-  const int st = tid % kTT, cs0 = tid / kTT, bn = tid % kNP, bt0 = tid / kNP;
-  auto stage = [&](int kt) {
-    const int64_t tt = int64_t(kt) * kTT;
-    const bool past = tt + st >= L;
+    float dD_acc = 0.f, ddb_acc = 0.f;
+    // dB/dC reducer role: step rs of the round, state rn, rw = 0 (dC) or 1 (dB).
+    const int rs = tid % kHalf, rn = (tid / kHalf) % kNP, rw = tid / (kHalf * kNP);
+    for (int i = tid; i < kCB; i += kThreads) sm.bias[i] = p.delta_bias ? p.delta_bias[chan_of(i)] : 0.f;
+
+    // Copy role: the next tile's packs into `raw`. Thread pack k = tid + i*kThreads -> channel k / PPC, pack
+    // k % PPC; a warp copies whole 64-byte row segments.
+    auto issue = [&](int kt) {
+      const int64_t tt = int64_t(kt) * kTT;
 #pragma unroll
-    for (int i = 0; i < kChElems / kThreads; i++) {
-      const int sc = cs0 + i * kCS;
-      const float uu = to_f32(raw.ch[0][sc][st]);
-      const float v = to_f32(raw.ch[1][sc][st]) + sm.bias[sc];
-      float dt = v, sg = 1.f;
-      if (p.softplus) dt = softplus_t<T>(v), sg = v <= 20.f ? sigmoid_t<T>(v) : 1.f;
-      if (past) dt = 0.f;  // past L: the identity step (dout, u, z read as zero there)
-      const float go = to_f32(raw.ch[3][sc][st]);
-      float dy = go, dzf = 0.f;
-      if (Z) {
-        const float zz = to_f32(raw.ch[2][sc][st]), s = sigmoid_t<T>(zz);
-        dy = go * zz * s;                       // dL/dy = dout * silu(z)
-        dzf = go * s * fmaf(zz, 1.f - s, 1.f);  // dL/dz = dzf * y
+      for (int i = 0; i < KC; i++) {
+        const int k = tid + i * kThreads, sc = k / PPC, sp = k % PPC;
+        const bool ok = ch0 + sc < p.per_group;
+        const int64_t r = row_of(sc) * L, t0 = tt + sp * P;
+        copy_pack<T, VEC>(&raw.ch[0][sc][sp * P], static_cast<const T*>(p.u) + r, t0, L, ok);
+        copy_pack<T, VEC>(&raw.ch[1][sc][sp * P], static_cast<const T*>(p.delta) + r, t0, L, ok);
+        if (Z) copy_pack<T, VEC>(&raw.ch[2][sc][sp * P], Z + r, t0, L, ok);
+        copy_pack<T, VEC>(&raw.ch[3][sc][sp * P], static_cast<const T*>(p.dout) + r, t0, L, ok);
       }
-      sm.d[sc][st] = make_float4(dt, dt * uu, dy, uu);
-      sm.e[sc][st] = make_float2(sg, dzf);
-    }
-    // Bm/Cm [n][t] -> [t][n]: element (t, n) with n fastest, so the f32 stores are consecutive.
-    constexpr int kPer = kBCElems / kThreads;  // passes per matrix
 #pragma unroll
-    for (int i = 0; i < 2 * kPer; i++) {
-      const int w = i / kPer, t = bt0 + (i % kPer) * (kThreads / kNP);
-      (w ? sm.C : sm.B)[t][bn] = to_f32(raw.bc[w][bn][t]);
-    }
-  };
-  // h through steps [t0, t0 + cnt) of the staged tile.
-  auto advance = [&](float* h, int t0, int cnt) {
+      for (int i = 0; i < KB; i++) {
+        const int m = tid + i * kThreads, w = m / (kNP * PPC), n = (m % (kNP * PPC)) / PPC, sp = m % PPC;
+        if (m < NBC)
+          copy_pack<T, VEC>(&raw.bc[w][n][sp * P], (w ? Cg : Bg) + int64_t(n < p.N ? n : 0) * L, tt + sp * P, L,
+                            n < p.N);
+      }
+      anvil_cp_async_commit();
+    };
+    // raw -> f32 tiles (after anvil_cp_async_wait_all and a barrier). Element i*kThreads + tid: channel
+    // cs0 + i*kCS, step st, so a warp writes consecutive steps of one channel (and every address is a base
+    // plus a constant: nothing per element to keep in registers).
+    constexpr int kCS = kThreads / kTT;  // channels per pass
+    const int st = tid % kTT, cs0 = tid / kTT, bn = tid % kNP, bt0 = tid / kNP;
+    auto stage = [&](int kt) {
+      const int64_t tt = int64_t(kt) * kTT;
+      const bool past = tt + st >= L;
+#pragma unroll
+      for (int i = 0; i < kChElems / kThreads; i++) {
+        const int sc = cs0 + i * kCS;
+        const float uu = to_f32(raw.ch[0][sc][st]);
+        const float v = to_f32(raw.ch[1][sc][st]) + sm.bias[sc];
+        float dt = v, sg = 1.f;
+        if (p.softplus) dt = softplus_t<T>(v), sg = v <= 20.f ? sigmoid_t<T>(v) : 1.f;
+        if (past) dt = 0.f;  // past L: the identity step (dout, u, z read as zero there)
+        const float go = to_f32(raw.ch[3][sc][st]);
+        float dy = go, dzf = 0.f;
+        if (Z) {
+          const float zz = to_f32(raw.ch[2][sc][st]), s = sigmoid_t<T>(zz);
+          dy = go * zz * s;                       // dL/dy = dout * silu(z)
+          dzf = go * s * fmaf(zz, 1.f - s, 1.f);  // dL/dz = dzf * y
+        }
+        sm.d[sc][st] = make_float4(dt, dt * uu, dy, uu);
+        sm.e[sc][st] = make_float2(sg, dzf);
+      }
+      // Bm/Cm [n][t] -> [t][n]: element (t, n) with n fastest, so the f32 stores are consecutive.
+      constexpr int kPer = kBCElems / kThreads;  // passes per matrix
+#pragma unroll
+      for (int i = 0; i < 2 * kPer; i++) {
+        const int w = i / kPer, t = bt0 + (i % kPer) * (kThreads / kNP);
+        (w ? sm.C : sm.B)[t][bn] = to_f32(raw.bc[w][bn][t]);
+      }
+    };
+    // h through steps [t0, t0 + cnt) of the staged tile.
+    auto advance = [&](float* h, int t0, int cnt) {
 #pragma unroll 1
-    for (int t = t0; t < t0 + cnt; t += 4) {
+      for (int t = t0; t < t0 + cnt; t += 4) {
 #pragma unroll
-      for (int s = 0; s < 4; s++) {
-        const float4 dd = sm.d[cc][t + s];
+        for (int s = 0; s < 4; s++) {
+          const float4 dd = sm.d[cc][t + s];
+          float bb[kS];
+          unpack4(ld4(&sm.B[t + s][q * kS]), bb);
+#pragma unroll
+          for (int j = 0; j < kS; j++) h[j] = fmaf(ANVIL_EXP2_FTZ(dd.x * A2[j]), h[j], bb[j] * dd.y);
+        }
+      }
+    };
+    // h through steps [t0, t0 + cnt) with cnt a compile-time multiple of 4 after unrolling (variant 3's extra
+    // advance to the second round of a sub-tile).
+    auto advance_unrolled = [&](float* h, int t0, int cnt) {
+#pragma unroll
+      for (int s = 0; s < kHalf; s++) {
+        if (s >= cnt) break;
+        const float4 dd = sm.d[cc][t0 + s];
         float bb[kS];
-        unpack4(ld4(&sm.B[t + s][q * kS]), bb);
+        unpack4(ld4(&sm.B[t0 + s][q * kS]), bb);
 #pragma unroll
         for (int j = 0; j < kS; j++) h[j] = fmaf(ANVIL_EXP2_FTZ(dd.x * A2[j]), h[j], bb[j] * dd.y);
       }
-    }
-  };
-  // h through steps [t0, t0 + cnt) with cnt a compile-time multiple of 4 after unrolling (variant 3's extra
-  // advance to the second round of a sub-tile).
-  auto advance_unrolled = [&](float* h, int t0, int cnt) {
+    };
+    // Both reductions of one round of kHalf steps starting at tile step tr (tile k of the sequence at tt).
+    auto reduce_round = [&](int64_t tt, int tr) {
+      {  // dC / dB: 32 channels of step rs, state rn -> one atomic
+        float s = 0.f;
+        if constexpr (WRED) {  // the warps' pre-sums (warp_chan_sum), in warp order
+          const float* srcw = &sm.red[0][0] + 4 * wred_slot(rw, rn) + rs;
+          s = srcw[0];
 #pragma unroll
-    for (int s = 0; s < kHalf; s++) {
-      if (s >= cnt) break;
-      const float4 dd = sm.d[cc][t0 + s];
-      float bb[kS];
-      unpack4(ld4(&sm.B[t0 + s][q * kS]), bb);
+          for (int w = 1; w < kWarps; w++) s += srcw[w * kRedW];
+        } else {
+          const float* srcr = &sm.red[rs][rw * kCB * kNP + rn];
 #pragma unroll
-      for (int j = 0; j < kS; j++) h[j] = fmaf(ANVIL_EXP2_FTZ(dd.x * A2[j]), h[j], bb[j] * dd.y);
-    }
-  };
-  // Both reductions of one round of kHalf steps starting at tile step tr (tile k of the sequence at tt).
-  auto reduce_round = [&](int64_t tt, int tr) {
-    {  // dC / dB: 32 channels of step rs, state rn -> one atomic
-      float s = 0.f;
-      if constexpr (WRED) {  // the warps' pre-sums (warp_chan_sum), in warp order
-        const float* srcw = &sm.red[0][0] + 4 * wred_slot(rw, rn) + rs;
-        s = srcw[0];
-#pragma unroll
-        for (int w = 1; w < kWarps; w++) s += srcw[w * kRedW];
-      } else {
-        const float* srcr = &sm.red[rs][rw * kCB * kNP + rn];
-#pragma unroll
-        for (int c = 0; c < kCB; c++) s += srcr[c * kNP];
+          for (int c = 0; c < kCB; c++) s += srcr[c * kNP];
+        }
+        const int64_t t = tt + tr + rs;
+        if (rn < p.N && t < L) atomicAdd((rw ? p.dB : p.dC) + bc + int64_t(rn) * L + t, s);
       }
-      const int64_t t = tt + tr + rs;
-      if (rn < p.N && t < L) atomicAdd((rw ? p.dB : p.dC) + bc + int64_t(rn) * L + t, s);
-    }
-    {  // per step of channel cc: step q of the round; the outputs replace the step's staged inputs
-      const int s = q;
-      float gB = 0.f, dtw = 0.f, ys = 0.f;
+      {  // per step of channel cc: step q of the round; the outputs replace the step's staged inputs
+        const int s = q;
+        float gB = 0.f, dtw = 0.f, ys = 0.f;
 #pragma unroll
-      for (int l = 0; l < kQ; l++) {
-        gB += sm.pp[cc][0 * kQ * kHalf + l * kHalf + s];
-        dtw += sm.pp[cc][1 * kQ * kHalf + l * kHalf + s];
-        ys += sm.pp[cc][2 * kQ * kHalf + l * kHalf + s];
-      }
-      float4& slot = sm.d[cc][tr + s];
-      const float4 dd = slot;
-      const float2 ee = sm.e[cc][tr + s];
-      const float ddt = fmaf(dd.w, gB, dtw * kLn2) * ee.x;  // (u gB + A-part) * d dt / d delta
-      slot = make_float4(fmaf(dd.x, gB, dskip * dd.z), ddt, ee.y * fmaf(dskip, dd.w, ys), 0.f);
-      if (valid && tt + tr + s < L) {
-        dD_acc = fmaf(dd.z, dd.w, dD_acc);
-        ddb_acc += ddt;
-      }
-    }
-  };
-  // The tile's du, ddelta, dz as 16-byte packs. Pack k: channel (k % 8) + 8 (k / (8 PPC)), pack (k / 8) % PPC:
-  // 8 adjacent threads read 8 channels' float4 of one step (8 bank quads), and a warp stores 8 rows x 64 B.
-  auto write_tile = [&](int64_t tt) {
-#pragma unroll
-    for (int i = 0; i < KC; i++) {
-      const int k = tid + i * kThreads, sc = k % 8 + 8 * (k / (8 * PPC)), sp = (k / 8) % PPC;
-      if (ch0 + sc >= p.per_group) continue;
-      gpu::Pack<T> pu, pd, pz;
-#pragma unroll
-      for (int e = 0; e < P; e++) {
-        const float4 o = sm.d[sc][sp * P + e];
-        pu.v[e] = from_f32<T>(o.x);
-        pd.v[e] = from_f32<T>(o.y);
-        pz.v[e] = from_f32<T>(o.z);
-      }
-      const int64_t r = row_of(sc) * L, t0 = tt + sp * P;
-      store_pack_at<T, VEC>(static_cast<T*>(p.du) + r, t0, L, pu);
-      store_pack_at<T, VEC>(static_cast<T*>(p.ddelta) + r, t0, L, pd);
-      if (p.dz) store_pack_at<T, VEC>(static_cast<T*>(p.dz) + r, t0, L, pz);
-    }
-  };
-  // h entering tile kt: the saved state after tile kt - 1, zero before the sequence.
-  auto load_state = [&](int kt, float* h) {
-    if (kt == 0 || !valid) {
-#pragma unroll
-      for (int j = 0; j < kS; j++) h[j] = 0.f;
-      return;
-    }
-    const float* src = p.states + (row * p.nstates + kt - 1) * p.N + q * kS;
-    if (p.states16) {
-      unpack4(ld4(src), h);
-    } else {
-#pragma unroll
-      for (int j = 0; j < kS; j++) h[j] = q * kS + j < p.N ? src[j] : 0.f;
-    }
-  };
-
-  const int tiles = p.nstates;  // one saved state per tile
-  if (kOverlap) issue(tiles - 1);
-  // Without overlap the copy of a tile is issued just before it is staged, into red/pp: their last reader (the
-  // previous tile's last reducers) is behind a barrier every thread has passed.
-  for (int kt = tiles - 1; kt >= 0; kt--) {
-    const int64_t tt = int64_t(kt) * kTT;
-    float ht[kS];
-    load_state(kt, ht);  // issued before the barriers: its latency hides under stage()
-    if (!kOverlap) issue(kt);
-    anvil_cp_async_wait_all();
-    __syncthreads();
-    stage(kt);
-    __syncthreads();
-    if (kOverlap && kt > 0) issue(kt - 1);
-    {
-      float h[kS] = {ht[0], ht[1], ht[2], ht[3]};
-      for (int i = 0; i + 1 < kSubs; i++) {
-        advance(h, i * kSub, kSub);
-        sm.sub[i][tid] = make_float4(h[0], h[1], h[2], h[3]);
-      }
-    }
-#pragma unroll 1
-    for (int i = kSubs - 1; i >= 0; i--) {
-      const int tb = i * kSub;
-      float hs[kS];
-      if (i > 0) unpack4(sm.sub[i - 1][tid], hs);
-      else for (int j = 0; j < kS; j++) hs[j] = ht[j];
-      if constexpr (!HOLD) {
-      // Recompute the sub-tile: a and h of its 8 steps, and the state part of y.
-      float a[kSub][kS], h[kSub][kS], ys[kSub];
-#pragma unroll
-      for (int s = 0; s < kSub; s++) {
-        const float4 dd = sm.d[cc][tb + s];
-        float bb[kS], cv[kS];
-        unpack4(ld4(&sm.B[tb + s][q * kS]), bb);
-        unpack4(ld4(&sm.C[tb + s][q * kS]), cv);
-        ys[s] = 0.f;
-#pragma unroll
-        for (int j = 0; j < kS; j++) {
-          a[s][j] = ANVIL_EXP2_FTZ(dd.x * A2[j]);
-          h[s][j] = fmaf(a[s][j], s > 0 ? h[s - 1][j] : hs[j], bb[j] * dd.y);
-          ys[s] = fmaf(cv[j], h[s][j], ys[s]);
+        for (int l = 0; l < kQ; l++) {
+          gB += sm.pp[cc][0 * kQ * kHalf + l * kHalf + s];
+          dtw += sm.pp[cc][1 * kQ * kHalf + l * kHalf + s];
+          ys += sm.pp[cc][2 * kQ * kHalf + l * kHalf + s];
+        }
+        float4& slot = sm.d[cc][tr + s];
+        const float4 dd = slot;
+        const float2 ee = sm.e[cc][tr + s];
+        const float ddt = fmaf(dd.w, gB, dtw * kLn2) * ee.x;  // (u gB + A-part) * d dt / d delta
+        slot = make_float4(fmaf(dd.x, gB, dskip * dd.z), ddt, ee.y * fmaf(dskip, dd.w, ys), 0.f);
+        if (valid && tt + tr + s < L) {
+          dD_acc = fmaf(dd.z, dd.w, dD_acc);
+          ddb_acc += ddt;
         }
       }
-      // The adjoint, from the sub-tile's last step down, in rounds of kHalf steps.
+    };
+    // The tile's du, ddelta, dz as 16-byte packs. Pack k: channel (k % 8) + 8 (k / (8 PPC)), pack (k / 8) % PPC:
+    // 8 adjacent threads read 8 channels' float4 of one step (8 bank quads), and a warp stores 8 rows x 64 B.
+    auto write_tile = [&](int64_t tt) {
 #pragma unroll
-      for (int r = kSub / kHalf - 1; r >= 0; r--) {
-        float gB[kHalf], dtw[kHalf];
+      for (int i = 0; i < KC; i++) {
+        const int k = tid + i * kThreads, sc = k % 8 + 8 * (k / (8 * PPC)), sp = (k / 8) % PPC;
+        if (ch0 + sc >= p.per_group) continue;
+        gpu::Pack<T> pu, pd, pz;
 #pragma unroll
-        for (int s = r * kHalf + kHalf - 1; s >= r * kHalf; s--) {
-          const float4 dd = sm.d[cc][tb + s];  // dt, dt*u, dy, u
-          float bb[kS], cv[kS], vC[kS], vB[kS];
+        for (int e = 0; e < P; e++) {
+          const float4 o = sm.d[sc][sp * P + e];
+          pu.v[e] = from_f32<T>(o.x);
+          pd.v[e] = from_f32<T>(o.y);
+          pz.v[e] = from_f32<T>(o.z);
+        }
+        const int64_t r = row_of(sc) * L, t0 = tt + sp * P;
+        store_pack_at<T, VEC>(static_cast<T*>(p.du) + r, t0, L, pu);
+        store_pack_at<T, VEC>(static_cast<T*>(p.ddelta) + r, t0, L, pd);
+        if (p.dz) store_pack_at<T, VEC>(static_cast<T*>(p.dz) + r, t0, L, pz);
+      }
+    };
+    // h entering tile kt: the saved state after tile kt - 1, zero before the sequence.
+    auto load_state = [&](int kt, float* h) {
+      if (kt == 0 || !valid) {
+#pragma unroll
+        for (int j = 0; j < kS; j++) h[j] = 0.f;
+        return;
+      }
+      const float* src = p.states + (row * p.nstates + kt - 1) * p.N + q * kS;
+      if (p.states16) {
+        unpack4(ld4(src), h);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kS; j++) h[j] = q * kS + j < p.N ? src[j] : 0.f;
+      }
+    };
+
+    // This item's tiles [kt_lo, kt_hi) (one saved state per tile) and the adjoint carry entering them.
+    const int kt_lo = seg * p.seg_tiles, kt_hi = min(p.nstates, kt_lo + p.seg_tiles);
+    unsigned* const flags = p.work + 1 + int64_t(blk) * p.segs;
+    if (SEG && seg + 1 < p.segs) {
+      if (tid == 0) {
+        const long long t0 = clock64();
+        while (atomicAdd(&flags[seg + 1], 0u) == 0u) {
+          if (clock64() - t0 > 20'000'000'000LL) {  // ~10 s: a schedule bug is an error, not a hang
+            printf("selective_scan backward: block %d waited on segment %d of channel block %d\n", int(blockIdx.x),
+                   seg + 1, blk);
+            anvil_trap();
+          }
+        }
+        __threadfence();
+      }
+      __syncthreads();
+      // Written by another SM in this launch: volatile loads go to L2, past this SM's L1.
+      const volatile float* cv = reinterpret_cast<const volatile float*>(
+          p.carry + (int64_t(blk) * p.segs + seg + 1) * kThreads + tid);
+#pragma unroll
+      for (int j = 0; j < kS; j++) qc[j] = cv[j];
+    }
+    if (kOverlap) issue(kt_hi - 1);
+    // Without overlap the copy of a tile is issued just before it is staged, into red/pp: their last reader (the
+    // previous tile's last reducers) is behind a barrier every thread has passed.
+    for (int kt = kt_hi - 1; kt >= kt_lo; kt--) {
+      const int64_t tt = int64_t(kt) * kTT;
+      float ht[kS];
+      load_state(kt, ht);  // issued before the barriers: its latency hides under stage()
+      if (!kOverlap) issue(kt);
+      anvil_cp_async_wait_all();
+      __syncthreads();
+      stage(kt);
+      __syncthreads();
+      if (kOverlap && kt > kt_lo) issue(kt - 1);
+      {
+        float h[kS] = {ht[0], ht[1], ht[2], ht[3]};
+        for (int i = 0; i + 1 < kSubs; i++) {
+          advance(h, i * kSub, kSub);
+          sm.sub[i][tid] = make_float4(h[0], h[1], h[2], h[3]);
+        }
+      }
+#pragma unroll 1
+      for (int i = kSubs - 1; i >= 0; i--) {
+        const int tb = i * kSub;
+        float hs[kS];
+        if (i > 0) unpack4(sm.sub[i - 1][tid], hs);
+        else for (int j = 0; j < kS; j++) hs[j] = ht[j];
+        if constexpr (!HOLD) {
+        // Recompute the sub-tile: a and h of its 8 steps, and the state part of y.
+        float a[kSub][kS], h[kSub][kS], ys[kSub];
+#pragma unroll
+        for (int s = 0; s < kSub; s++) {
+          const float4 dd = sm.d[cc][tb + s];
+          float bb[kS], cv[kS];
           unpack4(ld4(&sm.B[tb + s][q * kS]), bb);
           unpack4(ld4(&sm.C[tb + s][q * kS]), cv);
-          const int sr = s - r * kHalf;
-          gB[sr] = dtw[sr] = 0.f;
-#pragma unroll
-          for (int j = 0; j < kS; j++) {
-            const float G = fmaf(cv[j], dd.z, qc[j]);  // dL/dh_t, all paths
-            vC[j] = dd.z * h[s][j];
-            vB[j] = G * dd.y;
-            gB[sr] = fmaf(G, bb[j], gB[sr]);
-            qc[j] = a[s][j] * G;
-            const float w = qc[j] * (s > 0 ? h[s - 1][j] : hs[j]);  // dL/d(dt A) at step t
-            dtw[sr] = fmaf(A2[j], w, dtw[sr]);
-            dA[j] = fmaf(w, dd.x, dA[j]);
-          }
-          st4(&sm.red[sr][cc * kNP + q * kS], vC[0], vC[1], vC[2], vC[3]);
-          st4(&sm.red[sr][kCB * kNP + cc * kNP + q * kS], vB[0], vB[1], vB[2], vB[3]);
-        }
-        float* pp = &sm.pp[cc][q * kHalf];
-        st4(pp, gB[0], gB[1], gB[2], gB[3]);
-        st4(pp + kQ * kHalf, dtw[0], dtw[1], dtw[2], dtw[3]);
-        st4(pp + 2 * kQ * kHalf, ys[r * kHalf], ys[r * kHalf + 1], ys[r * kHalf + 2], ys[r * kHalf + 3]);
-        __syncthreads();  // the round's partial sums are in red and pp
-        reduce_round(tt, tb + r * kHalf);
-        __syncthreads();  // red and pp are free again; the round's outputs are in sm.d
-      }
-      } else {
-      // Variant 3: per round of kHalf steps, recompute only the round (from hs, advanced through the earlier
-      // rounds of the sub-tile: 4 extra steps for the second round) and keep what the adjoint reads of the
-      // round -- a, h, B, C and the step's (dt, dt u, dy) -- in registers (16 + 16 + 16 + 16 + 12 = 76, where
-      // variant 2 kept a, h of 8 steps = 64). The adjoint then loads nothing from shared memory: per warp and
-      // 8-step sub-tile 8 x 3 LDS.128 (d, B, C) = 96 wavefronts fewer (LDS.128 = 4 wavefronts even when the
-      // 8 distinct addresses would fit one), for 4 x 2 LDS.128 = 32 more in the extra advance: -64 of ~390.
-#pragma unroll
-      for (int r = kSub / kHalf - 1; r >= 0; r--) {
-        const int t0 = tb + r * kHalf;
-        float hr[kS] = {hs[0], hs[1], hs[2], hs[3]};  // h at step t0 - 1
-        if (r > 0) advance_unrolled(hr, tb, r * kHalf);
-        float a[kHalf][kS], h[kHalf][kS], bb[kHalf][kS], cv[kHalf][kS], dx[kHalf], dyu[kHalf], dyy[kHalf];
-        float ys[kHalf];
-#pragma unroll
-        for (int s = 0; s < kHalf; s++) {
-          const float4 dd = sm.d[cc][t0 + s];
-          dx[s] = dd.x, dyu[s] = dd.y, dyy[s] = dd.z;
-          unpack4(ld4(&sm.B[t0 + s][q * kS]), bb[s]);
-          unpack4(ld4(&sm.C[t0 + s][q * kS]), cv[s]);
           ys[s] = 0.f;
 #pragma unroll
           for (int j = 0; j < kS; j++) {
             a[s][j] = ANVIL_EXP2_FTZ(dd.x * A2[j]);
-            h[s][j] = fmaf(a[s][j], s > 0 ? h[s - 1][j] : hr[j], bb[s][j] * dd.y);
-            ys[s] = fmaf(cv[s][j], h[s][j], ys[s]);
+            h[s][j] = fmaf(a[s][j], s > 0 ? h[s - 1][j] : hs[j], bb[j] * dd.y);
+            ys[s] = fmaf(cv[j], h[s][j], ys[s]);
           }
         }
-        float gB[kHalf], dtw[kHalf], cs[kHalf];  // cs: variant 4's channel sums, one per step
+        // The adjoint, from the sub-tile's last step down, in rounds of kHalf steps.
 #pragma unroll
-        for (int s = kHalf - 1; s >= 0; s--) {
-          float vC[kS], vB[kS];
-          gB[s] = dtw[s] = 0.f;
+        for (int r = kSub / kHalf - 1; r >= 0; r--) {
+          float gB[kHalf], dtw[kHalf];
 #pragma unroll
-          for (int j = 0; j < kS; j++) {
-            const float G = fmaf(cv[s][j], dyy[s], qc[j]);  // dL/dh_t, all paths
-            vC[j] = dyy[s] * h[s][j];
-            vB[j] = G * dyu[s];
-            gB[s] = fmaf(G, bb[s][j], gB[s]);
-            qc[j] = a[s][j] * G;
-            const float w = qc[j] * (s > 0 ? h[s - 1][j] : hr[j]);  // dL/d(dt A) at step t
-            dtw[s] = fmaf(A2[j], w, dtw[s]);
-            dA[j] = fmaf(w, dx[s], dA[j]);
+          for (int s = r * kHalf + kHalf - 1; s >= r * kHalf; s--) {
+            const float4 dd = sm.d[cc][tb + s];  // dt, dt*u, dy, u
+            float bb[kS], cv[kS], vC[kS], vB[kS];
+            unpack4(ld4(&sm.B[tb + s][q * kS]), bb);
+            unpack4(ld4(&sm.C[tb + s][q * kS]), cv);
+            const int sr = s - r * kHalf;
+            gB[sr] = dtw[sr] = 0.f;
+#pragma unroll
+            for (int j = 0; j < kS; j++) {
+              const float G = fmaf(cv[j], dd.z, qc[j]);  // dL/dh_t, all paths
+              vC[j] = dd.z * h[s][j];
+              vB[j] = G * dd.y;
+              gB[sr] = fmaf(G, bb[j], gB[sr]);
+              qc[j] = a[s][j] * G;
+              const float w = qc[j] * (s > 0 ? h[s - 1][j] : hs[j]);  // dL/d(dt A) at step t
+              dtw[sr] = fmaf(A2[j], w, dtw[sr]);
+              dA[j] = fmaf(w, dd.x, dA[j]);
+            }
+            st4(&sm.red[sr][cc * kNP + q * kS], vC[0], vC[1], vC[2], vC[3]);
+            st4(&sm.red[sr][kCB * kNP + cc * kNP + q * kS], vB[0], vB[1], vB[2], vB[3]);
+          }
+          float* pp = &sm.pp[cc][q * kHalf];
+          st4(pp, gB[0], gB[1], gB[2], gB[3]);
+          st4(pp + kQ * kHalf, dtw[0], dtw[1], dtw[2], dtw[3]);
+          st4(pp + 2 * kQ * kHalf, ys[r * kHalf], ys[r * kHalf + 1], ys[r * kHalf + 2], ys[r * kHalf + 3]);
+          __syncthreads();  // the round's partial sums are in red and pp
+          reduce_round(tt, tb + r * kHalf);
+          __syncthreads();  // red and pp are free again; the round's outputs are in sm.d
+        }
+        } else {
+        // Variant 3: per round of kHalf steps, recompute only the round (from hs, advanced through the earlier
+        // rounds of the sub-tile: 4 extra steps for the second round) and keep what the adjoint reads of the
+        // round -- a, h, B, C and the step's (dt, dt u, dy) -- in registers (16 + 16 + 16 + 16 + 12 = 76, where
+        // variant 2 kept a, h of 8 steps = 64). The adjoint then loads nothing from shared memory: per warp and
+        // 8-step sub-tile 8 x 3 LDS.128 (d, B, C) = 96 wavefronts fewer (LDS.128 = 4 wavefronts even when the
+        // 8 distinct addresses would fit one), for 4 x 2 LDS.128 = 32 more in the extra advance: -64 of ~390.
+#pragma unroll
+        for (int r = kSub / kHalf - 1; r >= 0; r--) {
+          const int t0 = tb + r * kHalf;
+          float hr[kS] = {hs[0], hs[1], hs[2], hs[3]};  // h at step t0 - 1
+          if (r > 0) advance_unrolled(hr, tb, r * kHalf);
+          float a[kHalf][kS], h[kHalf][kS], bb[kHalf][kS], cv[kHalf][kS], dx[kHalf], dyu[kHalf], dyy[kHalf];
+          float ys[kHalf];
+#pragma unroll
+          for (int s = 0; s < kHalf; s++) {
+            const float4 dd = sm.d[cc][t0 + s];
+            dx[s] = dd.x, dyu[s] = dd.y, dyy[s] = dd.z;
+            unpack4(ld4(&sm.B[t0 + s][q * kS]), bb[s]);
+            unpack4(ld4(&sm.C[t0 + s][q * kS]), cv[s]);
+            ys[s] = 0.f;
+#pragma unroll
+            for (int j = 0; j < kS; j++) {
+              a[s][j] = ANVIL_EXP2_FTZ(dd.x * A2[j]);
+              h[s][j] = fmaf(a[s][j], s > 0 ? h[s - 1][j] : hr[j], bb[s][j] * dd.y);
+              ys[s] = fmaf(cv[s][j], h[s][j], ys[s]);
+            }
+          }
+          float gB[kHalf], dtw[kHalf], cs[kHalf];  // cs: variant 4's channel sums, one per step
+#pragma unroll
+          for (int s = kHalf - 1; s >= 0; s--) {
+            float vC[kS], vB[kS];
+            gB[s] = dtw[s] = 0.f;
+#pragma unroll
+            for (int j = 0; j < kS; j++) {
+              const float G = fmaf(cv[s][j], dyy[s], qc[j]);  // dL/dh_t, all paths
+              vC[j] = dyy[s] * h[s][j];
+              vB[j] = G * dyu[s];
+              gB[s] = fmaf(G, bb[s][j], gB[s]);
+              qc[j] = a[s][j] * G;
+              const float w = qc[j] * (s > 0 ? h[s - 1][j] : hr[j]);  // dL/d(dt A) at step t
+              dtw[s] = fmaf(A2[j], w, dtw[s]);
+              dA[j] = fmaf(w, dx[s], dA[j]);
+            }
+            if constexpr (WRED) {
+              const float v8[2 * kS] = {vC[0], vC[1], vC[2], vC[3], vB[0], vB[1], vB[2], vB[3]};
+              cs[s] = warp_chan_sum(v8, tid);
+            } else {
+              st4(&sm.red[s][cc * kNP + q * kS], vC[0], vC[1], vC[2], vC[3]);
+              st4(&sm.red[s][kCB * kNP + cc * kNP + q * kS], vB[0], vB[1], vB[2], vB[3]);
+            }
           }
           if constexpr (WRED) {
-            const float v8[2 * kS] = {vC[0], vC[1], vC[2], vC[3], vB[0], vB[1], vB[2], vB[3]};
-            cs[s] = warp_chan_sum(v8, tid);
-          } else {
-            st4(&sm.red[s][cc * kNP + q * kS], vC[0], vC[1], vC[2], vC[3]);
-            st4(&sm.red[s][kCB * kNP + cc * kNP + q * kS], vB[0], vB[1], vB[2], vB[3]);
+            // Lane (q, j = (tid >> 2) & 7) holds dC|dB j >> 2 of state 4q + (j & 3) for the round's 4 steps: one
+            // 16-byte store per lane (one of the two equal halves of a 64-wide warp). Why per round and not a scalar
+            // store per step: both are 512 B = 4 wavefronts per warp and round, but this is 1 STS.128 instead of
+            // 4 STS.32 (113 instructions per round, 4 x (7 SHFL + 7 FADD + 14 FSEL) + 1, against 116), and the 3
+            // extra live floats come after step 3, when that step's a, h, B, C are already dead (sm_90: 168
+            // registers and 8 B of stack, variant 3 16 B).
+            const int j = (tid >> 2) & 7;
+            if (gpu::kWarpSize == 32 || (tid & 32) == 0)
+              st4(&sm.red[0][0] + (tid / gpu::kWarpSize) * kRedW + 4 * wred_slot(j >> 2, q * kS + (j & 3)), cs[0],
+                  cs[1], cs[2], cs[3]);
           }
+          float* pp = &sm.pp[cc][q * kHalf];
+          st4(pp, gB[0], gB[1], gB[2], gB[3]);
+          st4(pp + kQ * kHalf, dtw[0], dtw[1], dtw[2], dtw[3]);
+          st4(pp + 2 * kQ * kHalf, ys[0], ys[1], ys[2], ys[3]);
+          __syncthreads();  // the round's partial sums are in red and pp
+          reduce_round(tt, t0);
+          __syncthreads();  // red and pp are free again; the round's outputs are in sm.d
         }
-        if constexpr (WRED) {
-          // Lane (q, j = (tid >> 2) & 7) holds dC|dB j >> 2 of state 4q + (j & 3) for the round's 4 steps: one
-          // 16-byte store per lane (one of the two equal halves of a 64-wide warp). Why per round and not a scalar
-          // store per step: both are 512 B = 4 wavefronts per warp and round, but this is 1 STS.128 instead of
-          // 4 STS.32 (113 instructions per round, 4 x (7 SHFL + 7 FADD + 14 FSEL) + 1, against 116), and the 3
-          // extra live floats come after step 3, when that step's a, h, B, C are already dead (sm_90: 168
-          // registers and 8 B of stack, variant 3 16 B).
-          const int j = (tid >> 2) & 7;
-          if (gpu::kWarpSize == 32 || (tid & 32) == 0)
-            st4(&sm.red[0][0] + (tid / gpu::kWarpSize) * kRedW + 4 * wred_slot(j >> 2, q * kS + (j & 3)), cs[0],
-                cs[1], cs[2], cs[3]);
         }
-        float* pp = &sm.pp[cc][q * kHalf];
-        st4(pp, gB[0], gB[1], gB[2], gB[3]);
-        st4(pp + kQ * kHalf, dtw[0], dtw[1], dtw[2], dtw[3]);
-        st4(pp + 2 * kQ * kHalf, ys[0], ys[1], ys[2], ys[3]);
-        __syncthreads();  // the round's partial sums are in red and pp
-        reduce_round(tt, t0);
-        __syncthreads();  // red and pp are free again; the round's outputs are in sm.d
       }
-      }
+      write_tile(tt);  // the next barrier (before the next stage) keeps sm.d until every pack has left
     }
-    write_tile(tt);  // the next barrier (before the next stage) keeps sm.d until every pack has left
-  }
 #pragma unroll
-  for (int j = 0; j < kS; j++)
-    if (valid && q * kS + j < p.N) atomicAdd(p.dA + int64_t(d) * p.N + q * kS + j, dA[j]);
-  if (valid && p.dD) atomicAdd(p.dD + d, dD_acc);
-  if (valid && p.ddelta_bias) atomicAdd(p.ddelta_bias + d, ddb_acc);
+    for (int j = 0; j < kS; j++)
+      if (valid && q * kS + j < p.N) atomicAdd(p.dA + int64_t(d) * p.N + q * kS + j, dA[j]);
+    if (valid && p.dD) atomicAdd(p.dD + d, dD_acc);
+    if (valid && p.ddelta_bias) atomicAdd(p.ddelta_bias + d, ddb_acc);
+    if (SEG && seg > 0) {  // the carry into the segment before: every thread's store is visible before the flag
+      p.carry[(int64_t(blk) * p.segs + seg) * kThreads + tid] = make_float4(qc[0], qc[1], qc[2], qc[3]);
+      __threadfence();
+      __syncthreads();
+      if (tid == 0) atomicExch(&flags[seg], 1u);
+    }
+  }  // items
 }
 
-template <class T, bool VEC, bool HOLD, bool WRED>
-void launch_bwd_async(const BwdAsyncParams& p, unsigned grid) {
-  auto kernel = scan_bwd_async_kernel<T, VEC, HOLD, WRED>;
-  // > 48 KB of dynamic shared memory must be asked for (NVIDIA). CUDA: 57.5 KB + the raw tile (bf16/f16 10.5 KB
-  // -> 68 KB, 3 blocks per SM of 228 KB; f32 20.5 KB -> 78 KB, 2 blocks). HIP: 57.5 KB (raw tile in red/pp).
+// Time segments per channel block: ANVIL_SCAN_BWD_SEGS, else 8 (at most one per tile) when the blocks leave a
+// partial last wave of at most 3/4 of the slots (fewer than 4 waves), else 1. H200, fwd + bwd at the issue's shape
+// (640 blocks, 1.62 waves) 1825 -> 1752 us; Mamba-130m (768 blocks, 1.94 waves) lost 0.4% with 8. Read once.
+int bwd_segments(int blocks, int slots, int tiles) {
+  static const int forced = [] {
+    const char* e = std::getenv("ANVIL_SCAN_BWD_SEGS");
+    return e && *e ? std::atoi(e) : 0;
+  }();
+  const int full = blocks / slots, part = blocks % slots;
+  const bool tail = full < 4 && part > 0 && 4 * part <= 3 * slots;
+  const int want = forced > 0 ? forced : (tail ? 8 : 1);
+  return std::max(1, std::min(want, tiles));
+}
+
+// The kernel, with its dynamic shared memory allowed (> 48 KB must be asked for on NVIDIA). CUDA: 57.5 KB + the raw
+// tile (bf16/f16 10.5 KB -> 68 KB, 3 blocks per SM of 228 KB; f32 20.5 KB -> 78 KB, 2 blocks). HIP: 57.5 KB (the
+// raw tile in red/pp).
+template <class T, bool VEC, bool HOLD, bool WRED, bool SEG>
+auto bwd_kernel() {
+  auto kernel = scan_bwd_async_kernel<T, VEC, HOLD, WRED, SEG>;
   static const bool attr = [&] {
     ANVIL_GPU_CHECK(gpuFuncSetAttribute(reinterpret_cast<const void*>(kernel),
                                         gpuFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes<T>())));
     return true;
   }();
   (void)attr;
-  kernel<<<grid, kThreads, smem_bytes<T>(), gpu::stream()>>>(p);
+  return kernel;
+}
+
+template <class T, bool VEC, bool HOLD, bool WRED>
+void launch_bwd_async(BwdAsyncParams p, Device dev) {
+  static const int slots = [] {
+    int per_sm = 0;
+    ANVIL_GPU_CHECK(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, bwd_kernel<T, VEC, HOLD, WRED, true>(),
+                                                                 kThreads, smem_bytes<T>()));
+    return std::max(1, per_sm) * gpu::device_info(gpu::current_device()).compute_units;
+  }();
+  p.seg_tiles = gpu::ceil_div(p.nstates, bwd_segments(p.blocks, slots, p.nstates));
+  p.segs = gpu::ceil_div(p.nstates, p.seg_tiles);  // no empty segment
+  if (p.segs == 1) {  // a block per channel block, scheduled by the hardware
+    p.work = nullptr, p.carry = nullptr;
+    const auto kernel = bwd_kernel<T, VEC, HOLD, WRED, false>();
+    kernel<<<unsigned(p.blocks), kThreads, smem_bytes<T>(), gpu::stream()>>>(p);
+    ANVIL_LAUNCH_CHECK();
+    return;
+  }
+  // Persistent blocks, one per resident slot, taking items by ticket.
+  const int64_t items = int64_t(p.blocks) * p.segs;
+  Tensor work = Tensor::zeros({1 + items}, DType::i32, dev);
+  Tensor carry = Tensor::empty({items * kThreads * 4}, DType::f32, dev);
+  p.work = reinterpret_cast<unsigned*>(work.data_ptr());
+  p.carry = reinterpret_cast<float4*>(carry.data_ptr());
+  const auto kernel = bwd_kernel<T, VEC, HOLD, WRED, true>();
+  kernel<<<unsigned(std::min<int64_t>(items, slots)), kThreads, smem_bytes<T>(), gpu::stream()>>>(p);
   ANVIL_LAUNCH_CHECK();
 }
 
@@ -612,7 +708,7 @@ bool selective_scan_bwd_async_gpu(int variant, const Tensor& dout, const Tensor&
   p.nstates = int(selective_scan_states(p.L, p.N));
   p.softplus = delta_softplus;
   p.states16 = p.N == kNP && gpu::aligned16(states.data_ptr());
-  const int64_t grid = u.size(0) * p.G * p.blocks_per_group;
+  p.blocks = int(u.size(0) * p.G * p.blocks_per_group);
   const ScanGradAccum acc(dB, dC);
   p.dB = acc.dB.data<float>();
   p.dC = acc.dC.data<float>();
@@ -621,14 +717,14 @@ bool selective_scan_bwd_async_gpu(int variant, const Tensor& dout, const Tensor&
     const bool vec = p.L % gpu::Pack<T>::N == 0 &&
                      scan_seq::all_aligned16({&u, &delta, &Bm, &Cm, &z, &dout, &du, &ddelta, &dz});
     if (variant == 4) {
-      if (vec) launch_bwd_async<T, true, true, true>(p, unsigned(grid));
-      else launch_bwd_async<T, false, true, true>(p, unsigned(grid));
+      if (vec) launch_bwd_async<T, true, true, true>(p, u.device());
+      else launch_bwd_async<T, false, true, true>(p, u.device());
     } else if (variant == 3) {
-      if (vec) launch_bwd_async<T, true, true, false>(p, unsigned(grid));
-      else launch_bwd_async<T, false, true, false>(p, unsigned(grid));
+      if (vec) launch_bwd_async<T, true, true, false>(p, u.device());
+      else launch_bwd_async<T, false, true, false>(p, u.device());
     } else {
-      if (vec) launch_bwd_async<T, true, false, false>(p, unsigned(grid));
-      else launch_bwd_async<T, false, false, false>(p, unsigned(grid));
+      if (vec) launch_bwd_async<T, true, false, false>(p, u.device());
+      else launch_bwd_async<T, false, false, false>(p, u.device());
     }
   });
   acc.finish(dB, dC);

@@ -31,6 +31,8 @@ __device__ __forceinline__ void anvil_wait_prior_grid() {}
 __device__ __forceinline__ void anvil_allow_next_grid() {}
 
 // One 16-byte store (global_store_dwordx4): clang's native 4-vector type never splits the way nvcc's uint4 did.
+// Ends the kernel with an error the host reports (a bounded wait that gave up).
+__device__ __forceinline__ void anvil_trap() { __builtin_trap(); }
 __device__ __forceinline__ void anvil_store16(void* p, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
   typedef uint32_t u32x4 __attribute__((ext_vector_type(4)));
   *reinterpret_cast<u32x4*>(p) = u32x4{a, b, c, d};
