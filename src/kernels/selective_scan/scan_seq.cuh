@@ -1,5 +1,6 @@
 // Device helpers shared by the sequential selective-scan kernels (selective_scan_fwd_seq.cu,
-// selective_scan_bwd_async.cu): per-(channel, step) nonlinearities and guarded 16-byte pack loads.
+// selective_scan_bwd_async.cu): per-(channel, step) nonlinearities, guarded 16-byte pack loads and the block
+// index's decoding.
 #pragma once
 #include <initializer_list>
 
@@ -30,6 +31,21 @@ __device__ __forceinline__ gpu::Pack<T> load_pack_at(const T* __restrict__ r, in
   }
   return pk;
 }
+// Channel block `blk` of a sequential scan grid (blocks of cb channels of one (batch, group); the blocks of a
+// (batch, group) are consecutive): its batch b, group g, first channel ch0 in the group, and where its (b, g)
+// rows of Bm / Cm (B, G, N, L) start.
+struct ScanBlock {
+  int b, g, ch0;
+  int64_t bc;
+};
+__device__ __forceinline__ ScanBlock scan_block(int blk, int blocks_per_group, int G, int N, int64_t L, int cb) {
+  const int jb = blk % blocks_per_group, bg = blk / blocks_per_group;
+  ScanBlock s;
+  s.g = bg % G, s.b = bg / G, s.ch0 = jb * cb;
+  s.bc = (int64_t(s.b) * G + s.g) * N * L;
+  return s;
+}
+
 template <class T>
 __device__ __forceinline__ gpu::Pack<T> zero_pack() {
   gpu::Pack<T> pk;

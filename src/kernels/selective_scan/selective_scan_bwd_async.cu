@@ -230,12 +230,12 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
     const int item = SEG ? s_item : int(blockIdx.x);
     if (SEG && item >= p.blocks * p.segs) break;
     const int seg = p.segs - 1 - item / p.blocks;
-    const int blk = item % p.blocks, jb = blk % p.blocks_per_group, bg = blk / p.blocks_per_group;
-    const int g = bg % p.G, b = bg / p.G, ch0 = jb * kCB;
+    const int blk = item % p.blocks;
+    const ScanBlock sb = scan_block(blk, p.blocks_per_group, p.G, p.N, p.L, kCB);
+    const int g = sb.g, b = sb.b, ch0 = sb.ch0;
     const int64_t L = p.L;
-    const int64_t bc = (int64_t(b) * p.G + g) * p.N * L;
-    const T* Bg = static_cast<const T*>(p.Bm) + bc;
-    const T* Cg = static_cast<const T*>(p.Cm) + bc;
+    const T* Bg = static_cast<const T*>(p.Bm) + sb.bc;
+    const T* Cg = static_cast<const T*>(p.Cm) + sb.bc;
     const T* Z = static_cast<const T*>(p.z);
     // Channel and row of block channel sc (clamped to the group's first channel past it: never stored then).
     auto chan_of = [&](int sc) { return g * p.per_group + (ch0 + sc < p.per_group ? ch0 + sc : 0); };
@@ -358,7 +358,7 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
           for (int c = 0; c < kCB; c++) s += srcr[c * kNP];
         }
         const int64_t t = tt + tr + rs;
-        if (rn < p.N && t < L) atomicAdd((rw ? p.dB : p.dC) + bc + int64_t(rn) * L + t, s);
+        if (rn < p.N && t < L) atomicAdd((rw ? p.dB : p.dC) + sb.bc + int64_t(rn) * L + t, s);
       }
       {  // per step of channel cc: step q of the round; the outputs replace the step's staged inputs
         const int s = q;

@@ -122,12 +122,11 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, kMinThreadsPerSM / (kCB * Q)) scan_
   auto& sUZ = sm.uz;
 
   const int tid = int(threadIdx.x), lane = tid % kW;
-  const int blk = int(blockIdx.x), jb = blk % p.blocks_per_group, bg = blk / p.blocks_per_group;
-  const int g = bg % p.G, b = bg / p.G, ch0 = jb * kCB;
+  const ScanBlock sb = scan_block(int(blockIdx.x), p.blocks_per_group, p.G, p.N, p.L, kCB);
+  const int g = sb.g, b = sb.b, ch0 = sb.ch0;
   const int64_t L = p.L;
-  const int64_t bc = (int64_t(b) * p.G + g) * p.N * L;
-  const T* Bg = static_cast<const T*>(p.Bm) + bc;
-  const T* Cg = static_cast<const T*>(p.Cm) + bc;
+  const T* Bg = static_cast<const T*>(p.Bm) + sb.bc;
+  const T* Cg = static_cast<const T*>(p.Cm) + sb.bc;
   const T* U = static_cast<const T*>(p.u);
   const T* Dl = static_cast<const T*>(p.delta);
   const T* Z = static_cast<const T*>(p.z);
