@@ -216,9 +216,9 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
   // or two blocks per SM runs at ~half the SM's rate of three (docs/mamba_kernels.md). Eight segments per block
   // make 10-13 rounds of items, so the last, partial round is short. A segment starts from the adjoint carry the
   // segment after it left (its items were all taken earlier: they come first in the order). Without SEG the
-  // block index is the item: ptxas builds the ticketed kernel differently (2336 SASS instructions against 2480)
-  // and it ran every tile ~3% slower (one segment: 1825 against 1769 us at the issue's shape), so one-segment
-  // launches keep the plain grid.
+  // block index is the item, and one-segment launches keep that plain grid. H200, fwd + bwd at the issue's shape:
+  // 1770 us plain, 1708 with 8 segments. (The float adds below are explicit reductions: as atomicAdd, nvcc made them
+  // returning ATOMGs in this kernel, and every tile ran ~3% slower.)
   __shared__ int s_item;
   for (int once = 0;; once++) {
     if constexpr (SEG) {
@@ -358,7 +358,7 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
           for (int c = 0; c < kCB; c++) s += srcr[c * kNP];
         }
         const int64_t t = tt + tr + rs;
-        if (rn < p.N && t < L) atomicAdd((rw ? p.dB : p.dC) + sb.bc + int64_t(rn) * L + t, s);
+        if (rn < p.N && t < L) anvil_red_add_f32((rw ? p.dB : p.dC) + sb.bc + int64_t(rn) * L + t, s);
       }
       {  // per step of channel cc: step q of the round; the outputs replace the step's staged inputs
         const int s = q;
@@ -594,9 +594,9 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
     }
 #pragma unroll
     for (int j = 0; j < kS; j++)
-      if (valid && q * kS + j < p.N) atomicAdd(p.dA + int64_t(d) * p.N + q * kS + j, dA[j]);
-    if (valid && p.dD) atomicAdd(p.dD + d, dD_acc);
-    if (valid && p.ddelta_bias) atomicAdd(p.ddelta_bias + d, ddb_acc);
+      if (valid && q * kS + j < p.N) anvil_red_add_f32(p.dA + int64_t(d) * p.N + q * kS + j, dA[j]);
+    if (valid && p.dD) anvil_red_add_f32(p.dD + d, dD_acc);
+    if (valid && p.ddelta_bias) anvil_red_add_f32(p.ddelta_bias + d, ddb_acc);
     if (SEG && seg > 0) {  // the carry into the segment before: every thread's store is visible before the flag
       p.carry[(int64_t(blk) * p.segs + seg) * kThreads + tid] = make_float4(qc[0], qc[1], qc[2], qc[3]);
       __threadfence();
@@ -607,8 +607,9 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
 }
 
 // Time segments per channel block: ANVIL_SCAN_BWD_SEGS, else 8 (at most one per tile) when the blocks leave a
-// partial last wave of at most 3/4 of the slots (fewer than 4 waves), else 1. H200, fwd + bwd at the issue's shape
-// (640 blocks, 1.62 waves) 1825 -> 1752 us; Mamba-130m (768 blocks, 1.94 waves) lost 0.4% with 8. Read once.
+// partial last wave of at most 3/4 of the slots (fewer than 4 waves), else 1. H200: fwd + bwd at the issue's shape
+// (640 blocks, 1.62 waves) 1770 -> 1708 us; Mamba-370m and 1.4B (512 blocks, 1.29 waves) train 3-4% faster;
+// Mamba-130m (768 blocks, 1.94 waves) lost 0.4% with 8 (measured before the adds became reductions). Read once.
 int bwd_segments(int blocks, int slots, int tiles) {
   static const int forced = [] {
     const char* e = std::getenv("ANVIL_SCAN_BWD_SEGS");
