@@ -77,7 +77,8 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 static_assert(kTT == kSelectiveScanTileEvery && kNP == kSelectiveScanTileMaxN,
               "a saved state per tile (N <= 16)");
-static_assert(kS == 4 && kQ == kHalf && kThreads == 2 * kNP * kHalf && kThreads == kCB * kHalf, "reducer roles cover 128");
+static_assert(kS == 4 && kQ == kHalf && kThreads == 2 * kNP * kHalf && kThreads == kCB * kHalf,
+              "reducer roles cover 128");
 static_assert(kChElems % kThreads == 0 && kBCElems % kThreads == 0 && kThreads % kTT == 0 && kThreads % kNP == 0,
               "conversion passes cover the tile");
 
