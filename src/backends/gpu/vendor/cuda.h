@@ -138,21 +138,25 @@ __device__ __forceinline__ uint4 anvil_load16_ro(const void* p) { return __ldg(r
 // launches as this grid's blocks exit). Both are no-ops for kernels launched the ordinary way.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 __device__ __forceinline__ void anvil_wait_prior_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void anvil_allow_next_grid() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void anvil_allow_next_grid() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
 #else
 __device__ __forceinline__ void anvil_wait_prior_grid() {}
 __device__ __forceinline__ void anvil_allow_next_grid() {}
 #endif
 
-// One 16-byte store (STG.128 / STS.128), spelled in PTX. Written as a uint4 assignment, nvcc 13 split it into four
-// 4-byte stores when a scalar tail path stored to the same address (causal_conv1d's store_run): partial-sector
-// writes that left the L2 89% busy and DRAM at 25%. Generic address space, so shared memory works too.
 // *p += v in global memory, without a return value: nothing waits for the add to come back. (nvcc made
 // every discarded atomicAdd of the ticketed selective-scan backward a returning ATOMG, where the plain kernel
 // got REDG.)
-__device__ __forceinline__ void anvil_red_add_f32(float* p, float v) { asm volatile("red.global.add.f32 [%0], %1;" ::"l"(p), "f"(v) : "memory"); }
+__device__ __forceinline__ void anvil_red_add_f32(float* p, float v) {
+  asm volatile("red.global.add.f32 [%0], %1;" ::"l"(p), "f"(v) : "memory");
+}
 // Ends the kernel with an error the host reports (a bounded wait that gave up).
 __device__ __forceinline__ void anvil_trap() { __trap(); }
+// One 16-byte store (STG.128 / STS.128), spelled in PTX. Written as a uint4 assignment, nvcc 13 split it into four
+// 4-byte stores when a scalar tail path stored to the same address (causal_conv1d's store_run): partial-sector
+// writes that left the L2 89% busy and DRAM at 25%. Generic address space, so shared memory works too.
 __device__ __forceinline__ void anvil_store16(void* p, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
   asm volatile("st.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
 }

@@ -30,13 +30,13 @@ __device__ __forceinline__ float anvil_mul_rn(float x, float y) {
 __device__ __forceinline__ void anvil_wait_prior_grid() {}
 __device__ __forceinline__ void anvil_allow_next_grid() {}
 
-// One 16-byte store (global_store_dwordx4): clang's native 4-vector type never splits the way nvcc's uint4 did.
 // *p += v in global memory, without a return value: nothing waits for the add to come back. (nvcc made
 // every discarded atomicAdd of the ticketed selective-scan backward a returning ATOMG, where the plain kernel
 // got REDG.)
 __device__ __forceinline__ void anvil_red_add_f32(float* p, float v) { atomicAdd(p, v); }
 // Ends the kernel with an error the host reports (a bounded wait that gave up).
 __device__ __forceinline__ void anvil_trap() { __builtin_trap(); }
+// One 16-byte store (global_store_dwordx4): clang's native 4-vector type never splits the way nvcc's uint4 did.
 __device__ __forceinline__ void anvil_store16(void* p, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
   typedef uint32_t u32x4 __attribute__((ext_vector_type(4)));
   *reinterpret_cast<u32x4*>(p) = u32x4{a, b, c, d};
