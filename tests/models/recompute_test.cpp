@@ -109,7 +109,8 @@ TEST(Recompute, MambaGradientsBitIdentical) {
   expect_identical(*m, saved, rec);
 }
 
-// keep_layers = 2 of 3: layer 0 is recomputed, layers 1 and 2 keep everything; the gradients are the same.
+// keep_layers = 2 of 3: layer 0 is recomputed, layers 1 and 2 are kept (Mamba's slim: their n, xc and delta
+// rebuilt); the gradients are the same.
 TEST(Recompute, PartialKeepLayersGradientsBitIdentical) {
   for (DType dt : {DType::f32, DType::bf16}) {
     SCOPED_TRACE(dtype_name(dt));
@@ -140,20 +141,23 @@ TEST(Recompute, NegativeKeepLayersIsAnError) {
   }
 }
 
-// keep_layers = 2 of 3 keeps `partial` bytes (2 whole layers, 1 input), strictly between full recomputation
-// (`full`) and none (`all`); 0 keeps as 1 does; keep_layers >= the layer count keeps what no recomputation does.
-void expect_keep_layers(CausalLM& m, int64_t B, int64_t T, int64_t all, int64_t full, int64_t partial) {
+// keep_layers = 2 of 3 keeps `partial` bytes (2 kept layers, 1 input), strictly between full recomputation
+// (`full`) and none (`all`); 0 keeps as 1 does; keep_layers >= the layer count keeps `kept` (every layer as a
+// kept one: what no recomputation keeps for Llama, the slim set for Mamba).
+void expect_keep_layers(CausalLM& m, int64_t B, int64_t T, int64_t all, int64_t full, int64_t partial,
+                        int64_t kept) {
   EXPECT_EQ(train_twice(m, B, T, true, 2).saved_bytes, partial);
   EXPECT_GT(partial, full);
   EXPECT_LT(partial, all);
   EXPECT_EQ(train_twice(m, B, T, true, 0).saved_bytes, full);
-  EXPECT_EQ(train_twice(m, B, T, true, 3).saved_bytes, all);
-  EXPECT_EQ(train_twice(m, B, T, true, 100).saved_bytes, all);
+  EXPECT_EQ(train_twice(m, B, T, true, 3).saved_bytes, kept);
+  EXPECT_EQ(train_twice(m, B, T, true, 100).saved_bytes, kept);
   EXPECT_EQ(train_twice(m, B, T, false, 2).saved_bytes, all) << "keep_layers without recompute changes nothing";
 }
 
 // The kept bytes follow the formulas of llama_train.cpp / mamba_train.cpp: recompute drops, in every layer
-// but the last keep_layers, all but the layer input h (N·C elements).
+// but the last keep_layers, all but the layer input h (N·C elements); Mamba's kept layers drop n, rstd, xc and
+// delta too.
 TEST(Recompute, SavedActivationBytesShrinkAsStated) {
   const int64_t B = 2, T = 24, N = B * T, L = 3;
   {
@@ -164,7 +168,8 @@ TEST(Recompute, SavedActivationBytesShrinkAsStated) {
     GradRun saved = train_twice(*m, B, T, false), rec = train_twice(*m, B, T, true);
     EXPECT_EQ(saved.saved_bytes, L * layer + head);
     EXPECT_EQ(rec.saved_bytes, (L - 1) * N * C * 4 + layer + head);
-    expect_keep_layers(*m, B, T, saved.saved_bytes, rec.saved_bytes, (L - 2) * N * C * 4 + 2 * layer + head);
+    expect_keep_layers(*m, B, T, saved.saved_bytes, rec.saved_bytes, (L - 2) * N * C * 4 + 2 * layer + head,
+                       saved.saved_bytes);
     std::printf("llama-tiny, 3 layers, %lld tokens: %lld -> %lld bytes kept (%.2fx)\n", (long long)N,
                 (long long)saved.saved_bytes, (long long)rec.saved_bytes,
                 double(saved.saved_bytes) / double(rec.saved_bytes));
@@ -172,12 +177,15 @@ TEST(Recompute, SavedActivationBytesShrinkAsStated) {
   {
     auto m = mamba(DType::f32);
     const int64_t C = 48, D = 96, R = 6, NS = 16;
-    const int64_t layer = N * 4 * (2 * C + 5 * D + R + 2 * NS + 1) + B * D * 1 * NS * 4;  // states: 1 chunk
+    const int64_t states = B * D * 1 * NS * 4;  // one saved state per 32-step tile: T = 24 is one tile
+    const int64_t layer = N * 4 * (2 * C + 5 * D + R + 2 * NS + 1) + states;
+    const int64_t slim = N * 4 * (C + 3 * D + R + 2 * NS) + states;  // a kept layer under recompute
     const int64_t head = N * 4 * (2 * C + 1) + N * 4;  // h_final, n_final, rstd_final; ids
     GradRun saved = train_twice(*m, B, T, false), rec = train_twice(*m, B, T, true);
     EXPECT_EQ(saved.saved_bytes, L * layer + head);
-    EXPECT_EQ(rec.saved_bytes, (L - 1) * N * C * 4 + layer + head);
-    expect_keep_layers(*m, B, T, saved.saved_bytes, rec.saved_bytes, (L - 2) * N * C * 4 + 2 * layer + head);
+    EXPECT_EQ(rec.saved_bytes, (L - 1) * N * C * 4 + slim + head);
+    expect_keep_layers(*m, B, T, saved.saved_bytes, rec.saved_bytes, (L - 2) * N * C * 4 + 2 * slim + head,
+                       L * slim + head);
     std::printf("mamba, 3 layers, %lld tokens: %lld -> %lld bytes kept (%.2fx)\n", (long long)N,
                 (long long)saved.saved_bytes, (long long)rec.saved_bytes,
                 double(saved.saved_bytes) / double(rec.saved_bytes));

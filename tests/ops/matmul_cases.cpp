@@ -103,6 +103,14 @@ void add_batched_cases(std::vector<OpCase>& out) {
           h.test = [=](const Ctx& ctx) { return run_batched(ctx, dt, dt, s, ta, tb, 0, true, 0.5f, 0.f); };
           out.push_back(h);
         }
+  // Outputs past matmul.cpp's serial threshold (4M): the GPU sums one product per batch into c instead of parts.
+  const Bmnk big{2, 2048, 2048, 16};
+  for (int t : {0, 3}) {
+    const bool ta = t & 2, tb = t & 1;
+    OpCase g{"matmul", str("matmul_batch_sum(bf16->f32,B=2,M=2048,N=2048,K=16,", trans_name(ta, tb), ",beta=1)")};
+    g.test = [=](const Ctx& ctx) { return run_batched(ctx, DType::bf16, DType::f32, big, ta, tb, 0, true, 1.f, 1.f); };
+    out.push_back(g);
+  }
 }
 
 // Linear layer: x (B, T, C), w (OC, C), bias (OC); y in x's dtype or f32 (logits).
@@ -295,11 +303,14 @@ void add_perf_cases(std::vector<OpCase>& out) {
   };
   perf_case("matmul_perf(bf16,M=8192,N=8192,K=8192,NT)", 8192, 8192, 8192, false);
   // Mamba-130m at batch 16 x 2048 (D 1536, C 768, 80 = dt rank 48 + 2 x 16 states), channel-major activations:
-  // in_proj's x half, x_proj, and in_proj's weight gradient, each in one call.
+  // in_proj's x half, x_proj, and in_proj's weight gradient, each in one call; Mamba-1.4B's weight gradients at
+  // batch 4 (D 4096, C 2048), which take the serial batch sum (ANVIL_BATCH_SUM=parts for the other way).
   struct BP { const char* name; int64_t B, M, N, K; bool ta, tb; int shared; bool sum; };
   for (BP q : {BP{"mamba130m_in_proj_x", 16, 1536, 2048, 768, false, true, 1, false},
                BP{"mamba130m_x_proj", 16, 80, 2048, 1536, false, false, 1, false},
-               BP{"mamba130m_in_proj_dw", 16, 1536, 768, 2048, false, false, 0, true}}) {
+               BP{"mamba130m_in_proj_dw", 16, 1536, 768, 2048, false, false, 0, true},
+               BP{"mamba1.4b_in_proj_dw", 4, 4096, 2048, 2048, false, false, 0, true},
+               BP{"mamba1.4b_out_proj_dw", 4, 2048, 4096, 2048, true, true, 0, true}}) {
     OpCase c{"matmul", str(q.sum ? "matmul_batch_sum_perf(bf16," : "matmul_batched_perf(bf16,", q.name, ",B=", q.B,
                            ",M=", q.M, ",N=", q.N, ",K=", q.K, ")")};
     c.perf = [=](const Ctx& ctx) {

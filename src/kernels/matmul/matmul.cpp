@@ -1,6 +1,8 @@
 // matmul front-ends: argument checks (shapes, dtypes, contiguity, devices, aliasing) and backend dispatch.
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <string>
 #include <utility>
 
 #include "kernels/matmul/matmul.h"
@@ -75,6 +77,24 @@ void check_operands(const char* op, const Tensor& a, const Tensor& b, const Tens
 // rounds that accumulate.
 constexpr int64_t kBatchSumScratchFloats = int64_t(64) << 20;
 
+// A batch sum into an f32 c of at least this many elements runs as one product per batch, each accumulating
+// into c (beta = 1), instead of one batched product into f32 parts and a pass that sums them: a product that
+// size fills the GPU on its own (2048 x 2048 outputs are 256 tiles of 128 x 128), and the parts cost B writes
+// and B reads of c's size plus c's read-modify-write (Mamba-1.4B's in_proj and out_proj gradients: 134 MB of
+// parts, ~55 us a call on the H200, 8.2 ms of a training step). Smaller products keep the batched call, whose
+// one launch is what makes them cheap. ANVIL_BATCH_SUM=parts|serial forces one way (read on every call).
+constexpr int64_t kBatchSumSerialMinOutputs = int64_t(1) << 22;
+
+bool batch_sum_serial(const Tensor& c, int64_t M, int64_t N) {
+  const char* e = std::getenv("ANVIL_BATCH_SUM");
+  if (e && *e && std::string(e) != "auto") {
+    if (std::string(e) == "parts") return false;
+    if (std::string(e) == "serial") return c.dtype() == DType::f32;  // a 16-bit c would round every partial sum
+    ANVIL_THROW("ANVIL_BATCH_SUM", "'parts', 'serial' or 'auto' (or unset)", str("'", e, "'"));
+  }
+  return c.dtype() == DType::f32 && M * N >= kBatchSumSerialMinOutputs;
+}
+
 }  // namespace
 
 void matmul(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b, float alpha, float beta) {
@@ -131,9 +151,10 @@ void matmul_batch_sum(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a,
   check_no_alias(op, c, a, "a");
   check_no_alias(op, c, b, "b");
   if (g.M == 0 || g.N == 0) return;
-  if (B <= 1 || c.device().is_cpu()) {  // one product per batch, accumulating after the first
+  if (B <= 1 || c.device().is_cpu() || batch_sum_serial(c, g.M, g.N)) {  // a product per batch, accumulating
     if (B == 0) return run_matmul(a.view({g.M, 0}), b.view({0, g.N}), c, false, false, alpha, beta);
-    for (int64_t i = 0; i < B; i++) run_matmul(a.select(0, i), b.select(0, i), c, trans_a, trans_b, alpha, i ? 1.f : beta);
+    for (int64_t i = 0; i < B; i++)
+      run_matmul(a.select(0, i), b.select(0, i), c, trans_a, trans_b, alpha, i ? 1.f : beta);
     return;
   }
 #ifdef ANVIL_HAS_GPU

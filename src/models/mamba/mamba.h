@@ -82,10 +82,13 @@ class MambaModel final : public CausalLM {
   void build_params();
   void refresh_A();
   // One mixer on the normed input n (B*T, C): returns its output (B*T, C); fills `a` (always: the prefill needs
-  // x and the scan states too).
-  Tensor mixer_forward(MambaLayer& ly, const Tensor& n, int64_t B, int64_t T, MambaMixerActs& a);
+  // x and the scan states too). with_out = false stops before out_proj and returns an undefined tensor: a
+  // recomputed layer's backward needs y, never the output (Mamba-1.4B at 4 x 2048: 137 GFLOP a layer saved).
+  Tensor mixer_forward(MambaLayer& ly, const Tensor& n, int64_t B, int64_t T, MambaMixerActs& a,
+                       bool with_out = true);
   Tensor forward_hidden(const Tensor& ids_dev, int64_t B, int64_t T, Acts* acts);  // final normed (N, C)
   void recompute_layer(MambaLayer& ly, MambaLayerActs& a, int64_t B, int64_t T);
+  void rebuild_slim_layer(MambaLayer& ly, MambaLayerActs& a, int64_t B, int64_t T);
   float loss_and_backward(const Tensor& ids, const Tensor& targets, float grad_weight, bool backward,
                           const TrainOptions& opt);
 

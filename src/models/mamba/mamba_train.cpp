@@ -4,6 +4,7 @@
 
 #include "kernels/add_rms_norm/add_rms_norm.h"
 #include "kernels/causal_conv1d/causal_conv1d.h"
+#include "kernels/cross_entropy/cross_entropy.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/embedding/embedding.h"
 #include "kernels/matmul/matmul.h"
@@ -29,19 +30,28 @@ struct MambaLayerActs {
     *this = MambaLayerActs{};
     h = in;
   }
+  // A kept layer under recompute: drops what a norm, the conv and dt_proj rebuild cheaply from h, x and dtr
+  // (n, rstd, xc, delta: C + 2D elements a token, 16 of Mamba-1.4B's 57 KB) and keeps what only the scan or the
+  // big in_proj would give back. Rebuilding costs ~1/10 of the layer forward that recomputing it would.
+  void slim() {
+    n = rstd = m.xc = m.delta = Tensor();
+  }
+  bool is_slim() const { return !n.defined() && m.x.defined(); }
 };
 
 // Saved activations, per token and layer, in elements of the compute dtype: h, n (2C), x, z, xc, delta, y (5D),
 // dtr (R), B and C (2N); plus f32 rstd and the scan's saved states (D·N f32 per 32 tokens at N <= 16,
-// selective_scan.h). With recompute a layer keeps h (C) only, and the last layer keeps everything. Mamba-130m in
-// bf16 (C 768, D 1536, R 48, N 16, 24 layers): 18,592 + 4 + 3,072 = 21,668 B against 1,536 B per token and layer,
-// so the stack keeps 24 · 21,668 = 520 KB per token without and 24 · 1,536 + 20,132 = 57 KB with recompute (9.1×
-// less; at batch 16 × 2048 tokens: 17.0 GB → 1.87 GB) for one more forward of 23 of the 24 layers (≈ +30% FLOPs).
-// TrainOptions::keep_layers = K keeps everything in the last K layers instead of the last one: each extra one
-// costs 21,668 − 1,536 B per token and saves one recomputed forward (Mamba-1.4B, C 2048, D 4096, R 128:
-// 49,472 + 4 + 8,192 − 4,096 B, 0.44 GB at 4 × 2048).
+// selective_scan.h). With recompute a layer keeps h (C) only, except the last TrainOptions::keep_layers = K
+// (at least 1), which keep the slim set: h (C), x, z, y (3D), dtr, B, C and the states; their backward rebuilds
+// n, rstd, xc and delta (a norm, the conv, dt_proj). Mamba-130m in bf16 (C 768, D 1536, R 48, N 16, 24 layers):
+// 21,668 B per token and layer without recompute, 1,536 with, 13,952 slim; so the stack keeps 24 · 21,668 = 520 KB
+// per token without and 23 · 1,536 + 13,952 = 49 KB with recompute (10.6× less; at batch 16 × 2048 tokens:
+// 17.0 GB → 1.61 GB) for one more forward of 23 of the 24 layers (≈ +30% FLOPs). Each kept layer past the last
+// costs slim − h bytes and saves one recomputed forward: Mamba-1.4B (C 2048, D 4096, R 128) 37,184 − 4,096 B per
+// token, 0.27 GB at 4 × 2048 (0.44 GB when kept layers kept everything).
 struct MambaModel::Acts {
   int64_t recomputed = 0;  // layers [0, recomputed) keep only their input (TrainOptions::recomputed_layers)
+  bool slim = false;        // the other layers keep the slim set (with recompute: MambaLayerActs::slim)
   int64_t B = 0, T = 0;
   Tensor ids;  // (N) i32 on device
   std::vector<MambaLayerActs> layers;
@@ -69,7 +79,17 @@ static Tensor shared(const Tensor& w) { return w.view({1, w.size(0), w.size(1)})
 // (kernels/matmul/matmul.h). One GEMM per sequence had cost 32 launches of 6-12 µs for x_proj + dt_proj alone at
 // batch 16, about a sixth of a Mamba-130m step on the H200.
 
-Tensor MambaModel::mixer_forward(MambaLayer& ly, const Tensor& n, int64_t B, int64_t T, MambaMixerActs& a) {
+// The two cheap steps a slim layer's backward repeats: xc = SiLU(conv(x)), delta = W_dt dtr (per sequence).
+static void conv_forward(MambaLayer& ly, int64_t D, int64_t W, MambaMixerActs& a) {
+  Tensor cw = ly.conv_w->weight.view({D, W}), cb = ly.conv_b ? ly.conv_b->weight : Tensor();
+  causal_conv1d_fwd(a.x, cw, cb, /*silu=*/true, a.xc);
+}
+static void dt_forward(MambaLayer& ly, MambaMixerActs& a) {
+  matmul_batched(shared(ly.dt_proj->weight), a.dtr, a.delta, false, false);
+}
+
+Tensor MambaModel::mixer_forward(MambaLayer& ly, const Tensor& n, int64_t B, int64_t T, MambaMixerActs& a,
+                                 bool with_out) {
   const int64_t C = cfg_.hidden_size, D = cfg_.intermediate_size, N = cfg_.state_size, R = cfg_.time_step_rank;
   const int64_t W = cfg_.conv_kernel;
   auto E = [&](const Shape& s, DType dt) { return Tensor::empty(s, dt, device_); };
@@ -86,8 +106,7 @@ Tensor MambaModel::mixer_forward(MambaLayer& ly, const Tensor& n, int64_t B, int
   // in_proj, one product per half: x_b (D, T) = W_x (D, C) @ n_b^T.
   matmul_batched(shared(rows(win, 0, D)), n3, a.x, false, true);
   matmul_batched(shared(rows(win, D, 2 * D)), n3, a.z, false, true);
-  Tensor cw = ly.conv_w->weight.view({D, W}), cb = ly.conv_b ? ly.conv_b->weight : Tensor();
-  causal_conv1d_fwd(a.x, cw, cb, /*silu=*/true, a.xc);
+  conv_forward(ly, D, W, a);
   // x_proj and dt_proj stay channel-major: [dtr; B; C]_b (R + 2N, T) = W_xp (R + 2N, D) @ xc_b (D, T) in one
   // product (xc read once, not three times: 2 x 100 MB per layer at Mamba-130m's batch 16 x 2048), then its
   // three row blocks copied out, since the scan and dt_proj take contiguous operands (5 MB).
@@ -96,11 +115,12 @@ Tensor MambaModel::mixer_forward(MambaLayer& ly, const Tensor& n, int64_t B, int
   a.dtr.copy_(xp.slice(1, 0, R));
   a.Bm.copy_(xp.slice(1, R, R + N));
   a.Cm.copy_(xp.slice(1, R + N, R + 2 * N));
-  matmul_batched(shared(ly.dt_proj->weight), a.dtr, a.delta, false, false);
+  dt_forward(ly, a);
   a.states = E({B, D, selective_scan_states(T, N), N}, DType::f32);
   a.y = E({B, D, T}, dtype_);
   selective_scan_fwd(a.xc, a.delta, ly.A, a.Bm.view({B, 1, N, T}), a.Cm.view({B, 1, N, T}), ly.D_skip->weight, a.z,
                      ly.dt_bias->weight, /*delta_softplus=*/true, a.y, a.states);
+  if (!with_out) return Tensor();
   // out_proj back to token-major: out_b (T, C) = y_b^T (T, D) @ W_out^T (D, C).
   Tensor out = E({B * T, C}, dtype_);
   Tensor out3 = out.view({B, T, C});
@@ -139,6 +159,7 @@ Tensor MambaModel::forward_hidden(const Tensor& ids, int64_t B, int64_t T, Acts*
     h = a.h;
     if (acts) {
       if (int64_t(l) < acts->recomputed) a.keep_input_only();
+      else if (acts->slim) a.slim();
       acts->layers[l] = std::move(a);
     }
   }
@@ -156,11 +177,25 @@ Tensor MambaModel::forward_hidden(const Tensor& ids, int64_t B, int64_t T, Acts*
 // gave: its contract computes the norm from the stored (rounded) h. On the CPU the two kernels are the same
 // arithmetic, so the gradients equal the saved-activation path's bit for bit (tests/models/recompute_test.cpp);
 // a GPU kernel may sum the squares in another order (last-bit rstd).
+static void renorm(MambaLayer& ly, MambaLayerActs& a, float eps, DType dtype, Device device) {
+  a.n = Tensor::empty(a.h.shape(), dtype, device);
+  a.rstd = Tensor::empty({a.h.size(0)}, DType::f32, device);
+  rms_norm_fwd(a.h, ly.norm->weight, eps, a.n, a.rstd);
+}
+
 void MambaModel::recompute_layer(MambaLayer& ly, MambaLayerActs& a, int64_t B, int64_t T) {
-  a.n = Tensor::empty({B * T, cfg_.hidden_size}, dtype_, device_);
-  a.rstd = Tensor::empty({B * T}, DType::f32, device_);
-  rms_norm_fwd(a.h, ly.norm->weight, float(cfg_.layer_norm_epsilon), a.n, a.rstd);
-  mixer_forward(ly, a.n, B, T, a.m);  // the mixer output is not needed: the backward starts from its gradient
+  renorm(ly, a, float(cfg_.layer_norm_epsilon), dtype_, device_);
+  mixer_forward(ly, a.n, B, T, a.m, /*with_out=*/false);  // the backward starts from the output's gradient
+}
+
+// A slim layer's n, rstd, xc and delta, as its forward made them (n as recompute_layer says).
+void MambaModel::rebuild_slim_layer(MambaLayer& ly, MambaLayerActs& a, int64_t B, int64_t T) {
+  const int64_t D = cfg_.intermediate_size;
+  renorm(ly, a, float(cfg_.layer_norm_epsilon), dtype_, device_);
+  a.m.xc = Tensor::empty({B, D, T}, dtype_, device_);
+  a.m.delta = Tensor::empty({B, D, T}, dtype_, device_);
+  conv_forward(ly, D, cfg_.conv_kernel, a.m);
+  dt_forward(ly, a.m);
 }
 
 float MambaModel::loss_and_backward(const Tensor& ids_in, const Tensor& targets_in, float grad_weight,
@@ -178,10 +213,17 @@ float MambaModel::loss_and_backward(const Tensor& ids_in, const Tensor& targets_
   Tensor targets = targets_in.contiguous().view({NT}).to(device_);
   Acts acts;
   acts.recomputed = backward ? opt.recomputed_layers(int64_t(layers_.size())) : 0;
+  acts.slim = backward && opt.recompute;
   Tensor nf = forward_hidden(ids, B, T, backward ? &acts : nullptr);
   if (!backward) return lm_loss_fwd(nf, lm_head_->weight, targets, targets_in);
   // The head's loss and gradients in one pass (the logits once): dnf = d(n_final), lm_head's grad accumulated.
-  const LmLoss head = lm_loss_fwd_bwd(nf, lm_head_->weight, lm_head_->grad, targets, targets_in, grad_weight);
+  // Its buffers are live with every kept activation, so recompute (memory first) takes passes of ~512 MB instead
+  // of ~1.5 GB: Mamba-1.4B at 4 x 2048 runs 5 passes instead of 2, +2.5 GB of dw traffic (~0.6 ms on an H200),
+  // and the 1.1 GB freed keeps 4 more layers (~1 ms each). Llama's 128k vocabulary would pay 2.1 GB of dw a pass.
+  const int64_t V = lm_head_->weight.size(0);
+  const int64_t head_rows = opt.recompute ? cross_entropy_rows_within(int64_t(512) << 20, V, dtype_) : 0;
+  const LmLoss head =
+      lm_loss_fwd_bwd(nf, lm_head_->weight, lm_head_->grad, targets, targets_in, grad_weight, head_rows);
   saved_activation_bytes_ = acts.bytes();
 
   auto E = [&](const Shape& s, DType dt) { return Tensor::empty(s, dt, device_); };
@@ -191,7 +233,8 @@ float MambaModel::loss_and_backward(const Tensor& ids_in, const Tensor& targets_
   for (int64_t l = int64_t(layers_.size()) - 1; l >= 0; l--) {
     MambaLayer& ly = layers_[size_t(l)];
     MambaLayerActs& la = acts.layers[size_t(l)];
-    if (!la.n.defined()) recompute_layer(ly, la, B, T);
+    if (la.is_slim()) rebuild_slim_layer(ly, la, B, T);
+    else if (!la.n.defined()) recompute_layer(ly, la, B, T);
     MambaMixerActs& a = la.m;
     Tensor dh3 = dh.view({B, T, C});
     // out_proj: out_b = y_b^T W_out^T.  dy_b (D, T) = W_out^T (D, C) @ dh_b^T;  dW_out += dh_b^T @ y_b^T.
