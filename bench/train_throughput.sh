@@ -16,17 +16,18 @@
 # bf16, with 18 bytes per parameter of state (bf16 weight + fp32 master, grad, two AdamW moments):
 #   mamba-130m   state 2.3 GB + 17.0 GB activations  -> fits 37 GB without: off (21.6 GB peak measured)
 #   mamba-370m   state 6.7 GB + 22.7 GB               -> fits 32 GB without: off (31.1 GB peak measured)
-#   mamba-1.4b   state 25 GB  + 22.7 GB   (> 40 GB)   -> on  (~2 GB kept)
+#   mamba-1.4b   state 25 GB  + 22.7 GB   (> 40 GB)   -> on  (keep 44: 13.3 GB kept)
 #   llama-3.2-1b state 22 GB  + 19.9 GB   (> 40 GB)   -> on  (2.25 GB kept)
 #
-# Keep (--keep-layers, with recompute on): each layer kept whole costs its activations less the input h it
-# keeps anyway, and saves one recomputed layer forward. Mamba-1.4B (C 2048, D 4096, R 128, N 16, 48 layers) by
-# the formula in src/models/mamba/mamba_train.cpp, per token and layer: 2C + 5D + R + 2N = 4,096 + 20,480 + 128
-# + 32 = 24,736 bf16 elements = 49,472 B, + 4 B f32 rstd + D*N*4/32 = 8,192 B of scan states (one per 32-step
-# tile, selective_scan.h) = 57,668 B; at 4 x 2048 = 8,192 tokens 0.47 GB a layer, of which h (2C = 4,096 B,
-# 0.034 GB) is kept anyway: +0.44 GB per extra kept layer. Measured on the H200 (2026-11-30, states per tile):
-# keep 24 38.96 GB, keep 25 39.40 GB, keep 26 39.84 GB peak (+0.44 GB a layer, as predicted); 25 keeps 0.6 GB
-# under the 40 GB cap. Llama-3.2-1B (1.18 GB a layer at 8 x 2048): keep 4 29.84 GB, keep 11 38.07 GB.
+# Keep (--keep-layers, with recompute on): each kept layer costs its activations less the input h it keeps anyway,
+# and saves one recomputed layer forward. With recompute a kept Mamba layer keeps the slim set
+# (src/models/mamba/mamba_train.cpp): h (C), x, z, y (3D), dtr (R), B, C (2N) bf16 = 2 x 14,496 = 28,992 B per
+# token at Mamba-1.4B (C 2048, D 4096, R 128, N 16, 48 layers), + D*N*4/32 = 8,192 B of scan states (one per
+# 32-step tile, selective_scan.h) = 37,184 B; at 4 x 2048 = 8,192 tokens 0.30 GB a layer, of which h (4,096 B,
+# 0.034 GB) is kept anyway: +0.27 GB per extra kept layer (0.44 GB when kept layers kept everything). Measured on
+# the H200 (2026-12-01, cross-entropy passes of ~512 MB under recompute): keep 40 38.30 GB, keep 44 39.39 GB,
+# keep 46 39.93 GB, keep 48 40.47 GB peak; 44 keeps 0.6 GB under the 40 GB cap.
+# Llama-3.2-1B (1.18 GB a layer at 8 x 2048): keep 4 29.84 GB, keep 11 38.07 GB.
 set -uo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$here"  # presets are read from configs/models under the working directory
@@ -42,7 +43,7 @@ mkdir -p "$out"
 #      preset        batch  tok/s target  GB target  recompute (auto)  keep (optional, default 1)
 rows=("mamba-130m    16     250000        37         0"
       "mamba-370m    8      100000        32         0"
-      "mamba-1.4b    4      40000         40         1                 25"
+      "mamba-1.4b    4      40000         40         1                 44"
       "llama-3.2-1b  8      66000         40         1                 11")
 
 names=" $(for r in "${rows[@]}"; do read -r n _ <<<"$r"; printf '%s ' "$n"; done)"
