@@ -9,7 +9,7 @@
 #   ROWS       a subset, e.g. "mamba-130m llama-3.2-1b" (default: all four)
 #   RECOMPUTE  auto (the per-row choice below) | on | off | both (each row twice: the memory/speed trade)
 #   KEEP       per-row --keep-layers overrides, e.g. "mamba-1.4b:24 llama-3.2-1b:2" (with recompute on: the
-#              last N layers keep every activation, the others are recomputed; default: the keep column)
+#              last N layers keep their activations, the others are recomputed; default: the keep column)
 #   STEPS, WARMUP  timed and untimed steps (default 10 and 3)
 #
 # Recompute per row (auto), from the activation formulas in src/models/*/*_train.cpp at batch x 2048 tokens,

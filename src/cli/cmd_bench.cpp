@@ -129,8 +129,8 @@ int run_train_bench(const BenchTrainOptions& o) {
       o.target_mem_gb > 0 ? fmt("%.1f GB", o.target_mem_gb) : "-", o.target_mem_gb > 0 ? mem_ok : "");
   row("  params+opt state", gb_or_mb(double(r.state_bytes)) + " (weights, fp32 masters, grads, AdamW)", "-", "");
   row("  activations kept", gb_or_mb(double(r.activation_bytes)) + " (saved for the backward)", "-", "");
-  // One line for scripts (bench/train_throughput.sh collects them). keep_layers: the layers that keep every
-  // activation, as run (all of them without recompute, at most all with it).
+  // One line for scripts (bench/train_throughput.sh collects them). keep_layers: the layers that keep their
+  // activations, as run (all of them without recompute, at most all with it).
   std::printf("RESULT model=%s batch=%lld seq=%lld dtype=%s recompute=%d keep_layers=%lld tok_s=%.0f ms_step=%.2f "
               "mfu=%s peak_gb=%.2f tok_target=%s mem_target=%s\n",
               o.model.c_str(), (long long)o.bench.batch, (long long)o.bench.seq, dtype_name(dt),
@@ -184,7 +184,7 @@ int run_bench(int argc, char** argv) {
       ->capture_default_str();
   train->add_flag("--recompute", t.bench.recompute, "per-layer activation recomputation (less memory, +30% FLOPs)");
   train->add_option("--keep-layers", t.bench.keep_layers,
-                    "with --recompute: the last N layers keep every activation, the others are recomputed "
+                    "with --recompute: the last N layers keep their activations, the others are recomputed "
                     "(more memory, fewer FLOPs; 0 means 1; >= the layer count: none recomputed)")
       ->check(CLI::Validator(
           [](std::string& v) {

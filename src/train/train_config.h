@@ -3,8 +3,9 @@
 //   steps = 1000            eval_every = 100    eval_batches = 8    log_every = 10
 //   save_every = 500        keep_checkpoints = 3                     out_dir = "runs/x"
 //   seed = 0                device = "cpu"      dtype = "f32"       recompute = false    peak_tflops = 0
-//   keep_layers = 1         with recompute: the last keep_layers layers keep every activation, the others only
-//                           their input (0 means 1; >= the layer count: nothing recomputed; TrainOptions)
+//   keep_layers = 1         with recompute: the last keep_layers layers keep their activations (Mamba: the slim
+//                           set), the others only their input (0 means 1; >= the layer count: nothing
+//                           recomputed; TrainOptions)
 //   [model]  arch = "llama" | "mamba";  config = "path/config.json" | preset = "name";  [model.hf_config] fields
 //            or init = "hf_checkpoint_dir" (start from pretrained weights; arch and shape come from it)
 //   [data]   dir = "data/x" (from `anvil prepare`);  seq_len = T;  batch = B;  micro_batches = 1;
