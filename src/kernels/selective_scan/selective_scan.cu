@@ -1,5 +1,6 @@
-// GPU selective scan (Mamba-1), warp-per-channel forward (the backward is selective_scan_bwd_warp.cu, the decode step
-// selective_state_update.cu, the sequential variants selective_scan_fwd_seq.cu and selective_scan_bwd_async.cu). docs/mamba_kernels.md explains.
+// GPU selective scan (Mamba-1), warp-per-channel forward (the backward is selective_scan_bwd_warp.cu, the decode
+// step selective_state_update.cu, the sequential variants selective_scan_fwd_seq.cu and
+// selective_scan_bwd_async.cu). docs/mamba_kernels.md explains.
 //
 // One warp per channel (b, d); its lanes lie along time, each holding kItems = 512 / kWarpSize consecutive steps
 // (16 on NVIDIA, 8 on AMD), so one pass of the warp covers one 512-step chunk — the same chunk on every backend,

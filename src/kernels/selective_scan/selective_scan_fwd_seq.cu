@@ -37,8 +37,12 @@ constexpr int kU = 4;     // steps per inner iteration (one float4 of Bm per lan
 // so 5 blocks per SM hold all of them in one wave; at 4 (126 registers, unbounded) 112 blocks ran as a second wave.
 constexpr int kMinThreadsPerSM = 640;
 constexpr float kLog2e = 1.4426950408889634f;
-constexpr int kDtStride = 2 * kTT + 4;  // (dt, dt*u) row per channel; +4 floats puts 8 channels on 8 bank quads
-constexpr int kYStride = kTT + 4;       // finished y row per channel; same padding
+// A channel's row of dt, of dt*u and of y: +4 floats put 8 channels on 8 bank quads, so the compute loop's
+// float4 reads (a warp = 32 channels at one step) and the staging's float4 stores (a quarter warp = 2 channels x
+// 4 packs of 8 steps at bf16, or 1 channel x 8 packs of 4 at f32) are conflict-free. dt and dt*u interleaved in
+// one row (the earlier layout) put lanes of packs 0 and 2 on the same bank quad: 2-way conflicts on every staging
+// store, which with u and z sharing a row (below) were most of the kernel's 6.6 M conflicts (ncu, H200).
+constexpr int kRowStride = kTT + 4;
 static_assert(kSelectiveScanTileEvery == kTT && kNP == kSelectiveScanTileMaxN,
               "a saved state per tile (N <= 16)");
 
@@ -111,15 +115,19 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, kMinThreadsPerSM / (kCB * Q)) scan_
 
   struct alignas(16) Smem {  // every row starts on 16 bytes: float4 / 16-byte pack accesses
     float BC[kTT][2][kNP];     // Bm, Cm of step t side by side: a 32-float row, see the staging map
-    float dt[kCB][kDtStride];  // (dt, dt*u) interleaved per step
-    float y[YQ][kCB][kYStride];  // y (state part) of the tile: finished, or SPLIT's per-group partials
-    T uz[kCB][2][kTT];         // the tile's u and z as loaded, for its output
+    float dt[kCB][kRowStride];   // dt per step
+    float dtu[kCB][kRowStride];  // dt * u per step
+    float y[YQ][kCB][kRowStride];  // y (state part) of the tile: finished, or SPLIT's per-group partials
+    T u[kCB][kTT];  // the tile's u and z as loaded, for its output; a channel's 16-bit row is 64 B, so a
+    T z[kCB][kTT];  // quarter warp's 2 channels x 4 packs cover the 32 banks once
   };
   __shared__ Smem sm;
   auto& sBC = sm.BC;
   auto& sDt = sm.dt;
+  auto& sDtu = sm.dtu;
   auto& sY = sm.y;
-  auto& sUZ = sm.uz;
+  auto& sU = sm.u;
+  auto& sZ = sm.z;
 
   const int tid = int(threadIdx.x), lane = tid % kW;
   const ScanBlock sb = scan_block(int(blockIdx.x), p.blocks_per_group, p.G, p.N, p.L, kCB);
@@ -190,7 +198,8 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, kMinThreadsPerSM / (kCB * Q)) scan_
         const int64_t tc = t0 < L ? t0 : L - P;
         if (m < NBC) nbc[i] = *reinterpret_cast<const uint4*>(src + int64_t(n < p.N ? n : p.N - 1) * L + tc);
       } else {
-        nbc[i] = gpu::pack_bits(m < NBC && n < p.N ? load_pack_at<T, VEC>(src + int64_t(n) * L, t0, L) : zero_pack<T>());
+        const bool live = m < NBC && n < p.N;
+        nbc[i] = gpu::pack_bits(live ? load_pack_at<T, VEC>(src + int64_t(n) * L, t0, L) : zero_pack<T>());
       }
     }
   };
@@ -199,8 +208,8 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, kMinThreadsPerSM / (kCB * Q)) scan_
 #pragma unroll
     for (int i = 0; i < KC; i++) {
       const int sc = (tid + i * kThreads) / PPC, sp = (tid + i * kThreads) % PPC;
-      anvil_store16(&sUZ[sc][0][sp * P], nu[i].x, nu[i].y, nu[i].z, nu[i].w);  // u and z wait for the output
-      anvil_store16(&sUZ[sc][1][sp * P], nz[i].x, nz[i].y, nz[i].z, nz[i].w);
+      anvil_store16(&sU[sc][sp * P], nu[i].x, nu[i].y, nu[i].z, nu[i].w);  // u and z wait for the output
+      anvil_store16(&sZ[sc][sp * P], nz[i].x, nz[i].y, nz[i].z, nz[i].w);
       const gpu::Pack<T> pu = gpu::unpack<T>(nu[i]), pd = gpu::unpack<T>(nd[i]);
       float dtv[P];
 #pragma unroll
@@ -210,9 +219,11 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, kMinThreadsPerSM / (kCB * Q)) scan_
         dtv[e] = tt + sp * P + e < L ? v : 0.f;  // past L: dt = 0, the identity step
       }
 #pragma unroll
-      for (int e = 0; e < P; e += 2) {
-        *reinterpret_cast<float4*>(&sDt[sc][2 * (sp * P + e)]) =
-            make_float4(dtv[e], dtv[e] * to_f32(pu.v[e]), dtv[e + 1], dtv[e + 1] * to_f32(pu.v[e + 1]));
+      for (int e = 0; e < P; e += 4) {
+        *reinterpret_cast<float4*>(&sDt[sc][sp * P + e]) = make_float4(dtv[e], dtv[e + 1], dtv[e + 2], dtv[e + 3]);
+        *reinterpret_cast<float4*>(&sDtu[sc][sp * P + e]) =
+            make_float4(dtv[e] * to_f32(pu.v[e]), dtv[e + 1] * to_f32(pu.v[e + 1]), dtv[e + 2] * to_f32(pu.v[e + 2]),
+                        dtv[e + 3] * to_f32(pu.v[e + 3]));
       }
     }
 #pragma unroll
@@ -243,7 +254,7 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, kMinThreadsPerSM / (kCB * Q)) scan_
         }
         y[e] = v.x, y[e + 1] = v.y, y[e + 2] = v.z, y[e + 3] = v.w;
       }
-      const gpu::Pack<T> cu = gpu::load_pack(&sUZ[sc][0][sp * P]), cz = gpu::load_pack(&sUZ[sc][1][sp * P]);
+      const gpu::Pack<T> cu = gpu::load_pack(&sU[sc][sp * P]), cz = gpu::load_pack(&sZ[sc][sp * P]);
       gpu::Pack<T> pk;
 #pragma unroll
       for (int e = 0; e < P; e++) {
@@ -272,18 +283,16 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, kMinThreadsPerSM / (kCB * Q)) scan_
     __syncthreads();  // tile k is staged
     if (k + 1 < tiles) prefetch(k + 1);
     const float* dtr = sDt[cc];
+    const float* dtur = sDtu[cc];
 #pragma unroll 1
     for (int t = 0; t < kTT; t += kU) {
+      static_assert(kU == 4, "one float4 of dt and one of dt*u per iteration");
       float y[kU];
-      float dd[2 * kU];
-#pragma unroll
-      for (int s = 0; s < kU; s += 2) {
-        const float4 v = *reinterpret_cast<const float4*>(dtr + 2 * (t + s));
-        dd[2 * s] = v.x, dd[2 * s + 1] = v.y, dd[2 * s + 2] = v.z, dd[2 * s + 3] = v.w;
-      }
+      const float4 d4 = *reinterpret_cast<const float4*>(dtr + t), u4 = *reinterpret_cast<const float4*>(dtur + t);
+      const float dd[kU] = {d4.x, d4.y, d4.z, d4.w}, ddu[kU] = {u4.x, u4.y, u4.z, u4.w};
 #pragma unroll
       for (int s = 0; s < kU; s++) {
-        const float dt = dd[2 * s], dtu = dd[2 * s + 1];
+        const float dt = dd[s], dtu = ddu[s];
         float bb[S], cv[S];
 #pragma unroll
         for (int j = 0; j < S; j += 4) {
@@ -301,7 +310,6 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, kMinThreadsPerSM / (kCB * Q)) scan_
         }
       }
       if constexpr (SPLIT) {
-        static_assert(kU == 4, "one float4 of partial y per thread and iteration");
         *reinterpret_cast<float4*>(&sY[q][cc][t]) = make_float4(y[0], y[1], y[2], y[3]);
       } else {
         int off = 0;
