@@ -14,6 +14,11 @@ namespace anvil::gpu {
 
 constexpr int kWarpSize = ANVIL_WARP_SIZE;
 
+// The bound of every spin wait on another block (weight rings, grid barriers, the scan backward's segment flags):
+// 2e10 clock64 cycles, ~10 s at the H200's 1.98 GHz. Past it the waiter reports where it waited and traps, and
+// the launch fails with an error the host reports: a schedule bug is an error, not a hung process.
+constexpr long long kWaitCycles = 20'000'000'000LL;
+
 [[noreturn]] void throw_gpu_error(const char* call, gpuError_t e, const char* file, int line);
 
 inline vendor::stream_t stream() { return static_cast<vendor::stream_t>(current_stream()); }

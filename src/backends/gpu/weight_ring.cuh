@@ -26,9 +26,7 @@ __device__ __forceinline__ int tile_offset(int r, int k) {
 }
 
 // ---- bounded waits ------------------------------------------------------------------------------------------
-// Every wait gives up after 2e10 cycles (~10 s at the H200's 1.98 GHz), reports where it waited and traps (the
-// launch then fails with an error the host reports): a schedule bug is an error, not a hung process.
-constexpr long long kWaitCycles = 20'000'000'000LL;
+// Every wait gives up after gpu::kWaitCycles (common.cuh), reports where it waited and traps.
 static __device__ __noinline__ void wait_failed(const char* what, unsigned a, unsigned b) {
   printf("anvil: block %d thread %d gave up waiting on %s (%u, %u)\n", int(blockIdx.x), int(threadIdx.x), what, a,
          b);

@@ -13,7 +13,7 @@
 namespace anvil::decode_stack_gpu {
 using gpu::ring::kChunk;
 using gpu::ring::kTileRows;
-using gpu::ring::kWaitCycles;
+using gpu::kWaitCycles;
 using gpu::ring::release_slot;
 using gpu::ring::tile_offset;
 using gpu::ring::wait_chunk;

@@ -425,7 +425,7 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
       if (tid == 0) {
         const long long t0 = clock64();
         while (atomicAdd(&flags[seg + 1], 0u) == 0u) {
-          if (clock64() - t0 > 20'000'000'000LL) {  // ~10 s: a schedule bug is an error, not a hang
+          if (clock64() - t0 > gpu::kWaitCycles) {  // ~10 s: a schedule bug is an error, not a hang
             printf("selective_scan backward: block %d waited on segment %d of channel block %d\n", int(blockIdx.x),
                    seg + 1, blk);
             anvil_trap();
