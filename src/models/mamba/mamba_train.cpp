@@ -218,8 +218,9 @@ float MambaModel::loss_and_backward(const Tensor& ids_in, const Tensor& targets_
   if (!backward) return lm_loss_fwd(nf, lm_head_->weight, targets, targets_in);
   // The head's loss and gradients in one pass (the logits once): dnf = d(n_final), lm_head's grad accumulated.
   // Its buffers are live with every kept activation, so recompute (memory first) takes passes of ~512 MB instead
-  // of ~1.5 GB: Mamba-1.4B at 4 x 2048 runs 5 passes instead of 2, +2.5 GB of dw traffic (~0.6 ms on an H200),
-  // and the 1.1 GB freed keeps 4 more layers (~1 ms each). Llama's 128k vocabulary would pay 2.1 GB of dw a pass.
+  // of ~1.5 GB: Mamba-1.4B at 4 x 2048 runs 5 passes instead of 2 (+2.5 GB of dw traffic; +1.15 ms a step on
+  // an H200), and the 1 GB freed keeps 4 more layers (~1 ms each). Llama's 128k vocabulary would pay 2.1 GB of
+  // dw a pass.
   const int64_t V = lm_head_->weight.size(0);
   const int64_t head_rows = opt.recompute ? cross_entropy_rows_within(int64_t(512) << 20, V, dtype_) : 0;
   const LmLoss head =
