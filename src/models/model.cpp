@@ -12,7 +12,7 @@ double ModelInfo::train_flops_per_token(int64_t T) const {
 }
 
 int64_t TrainOptions::recomputed_layers(int64_t layers) const {
-  ANVIL_CHECK(keep_layers >= 0, "TrainOptions", "keep_layers >= 0 (the layers that keep every activation)",
+  ANVIL_CHECK(keep_layers >= 0, "TrainOptions", "keep_layers >= 0 (the layers that keep their activations)",
               str("keep_layers ", keep_layers));
   if (!recompute) return 0;
   return std::max<int64_t>(0, layers - std::max<int64_t>(1, keep_layers));

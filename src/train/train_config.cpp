@@ -237,7 +237,7 @@ TrainConfig read_config(toml::table& root, const std::string& source, std::map<s
   r.check(c.dtype == "f32" || c.dtype == "bf16", "dtype", "\"f32\" or \"bf16\"", str("\"", c.dtype, "\""));
   r.check(c.dtype == "f32" || dev.is_gpu(), "dtype", "\"f32\" on device \"cpu\" (bf16 compute is GPU-only)",
           str("\"", c.dtype, "\""));
-  r.check(c.keep_layers >= 0, "keep_layers", ">= 0 (the last layers that keep every activation with recompute)",
+  r.check(c.keep_layers >= 0, "keep_layers", ">= 0 (the last layers that keep their activations with recompute)",
           str(c.keep_layers));
   r.check(c.peak_tflops >= 0, "peak_tflops", ">= 0", str(c.peak_tflops));
   c.schedule().validate();
