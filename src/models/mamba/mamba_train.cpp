@@ -31,8 +31,8 @@ struct MambaLayerActs {
     h = in;
   }
   // A kept layer under recompute: drops what a norm, the conv and dt_proj rebuild cheaply from h, x and dtr
-  // (n, rstd, xc, delta: C + 2D elements a token, 16 of Mamba-1.4B's 57 KB) and keeps what only the scan or the
-  // big in_proj would give back. Rebuilding costs ~1/10 of the layer forward that recomputing it would.
+  // (n, rstd, xc, delta: C + 2D elements and 4 B a token, 20 of Mamba-1.4B's 57.7 KB) and keeps what only the scan
+  // or the big in_proj would give back. Rebuilding takes ~65 us a layer there, recomputing the layer ~1 ms (H200).
   void slim() {
     n = rstd = m.xc = m.delta = Tensor();
   }
@@ -44,8 +44,8 @@ struct MambaLayerActs {
 // selective_scan.h). With recompute a layer keeps h (C) only, except the last TrainOptions::keep_layers = K
 // (at least 1), which keep the slim set: h (C), x, z, y (3D), dtr, B, C and the states; their backward rebuilds
 // n, rstd, xc and delta (a norm, the conv, dt_proj). Mamba-130m in bf16 (C 768, D 1536, R 48, N 16, 24 layers):
-// 21,668 B per token and layer without recompute, 1,536 with, 13,952 slim; so the stack keeps 24 · 21,668 = 520 KB
-// per token without and 23 · 1,536 + 13,952 = 49 KB with recompute (10.6× less; at batch 16 × 2048 tokens:
+// 21,668 B per token and layer without recompute, 1,536 with, 13,984 slim; so the stack keeps 24 · 21,668 = 520 KB
+// per token without and 23 · 1,536 + 13,984 = 49 KB with recompute (10.5× less; at batch 16 × 2048 tokens:
 // 17.0 GB → 1.61 GB) for one more forward of 23 of the 24 layers (≈ +30% FLOPs). Each kept layer past the last
 // costs slim − h bytes and saves one recomputed forward: Mamba-1.4B (C 2048, D 4096, R 128) 37,184 − 4,096 B per
 // token, 0.27 GB at 4 × 2048 (0.44 GB when kept layers kept everything).
