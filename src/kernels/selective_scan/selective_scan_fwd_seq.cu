@@ -112,6 +112,7 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, kMinThreadsPerSM / (kCB * Q)) scan_
   auto bc_is_c = [](int m) { return (m / kNP) % 2; };
   auto bc_pack = [](int m) { return m / (2 * kNP); };
   static_assert(kCB * PPC % kThreads == 0 && S % 4 == 0 && kU % Q == 0 && kThreads % kW == 0, "tile shape");
+  static_assert(P % 4 == 0, "dt and dt*u are staged a float4 at a time");
 
   struct alignas(16) Smem {  // every row starts on 16 bytes: float4 / 16-byte pack accesses
     float BC[kTT][2][kNP];     // Bm, Cm of step t side by side: a 32-float row, see the staging map
