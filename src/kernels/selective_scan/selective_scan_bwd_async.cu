@@ -1,4 +1,4 @@
-// GPU selective-scan backward, sequential schedule (ANVIL_SCAN_BWD_VARIANT=2, 3, and 4 = the default, below): the
+// GPU selective-scan backward, sequential schedule (ANVIL_SCAN_BWD_VARIANT=2 to 4, and 5 = the default, below): the
 // mirror of selective_scan_fwd_seq.cu. A block is 32 channels of one (batch, group), a thread one (channel,
 // 4 states), walking time backwards; no scans across lanes.
 //
@@ -37,6 +37,9 @@
 // (dt, dt u, dy) stay in registers for the adjoint, which then reads no shared memory: the b2 profile is 82% L1/TEX
 // (shared pipe) and the d/B/C LDS.128 of recompute + adjoint are ~half of its wavefronts (SASS: 41 -> 31 LDS.128
 // per sub-tile, 760 -> 811 instructions).
+// Variant 5 (template ONEBAR on top of WRED, ANVIL_SCAN_BWD_VARIANT=5, the default): variant 4 with two sets of
+// the round buffers (red_buf, pp_buf), alternating, so a round needs one barrier instead of two. ncu put 0.32 of
+// variant 4's ~5.4 cycles per issued instruction on barriers, with 3 warps per scheduler (168 registers, 68 KB).
 // Variant 4 (template WRED on top of HOLD, ANVIL_SCAN_BWD_VARIANT=4): variant 3 with the dB/dC values of each step
 // summed over the warp's channels by shuffles (warp_chan_sum) before they go to shared memory, so a warp stores one
 // float4 per lane and round instead of two per lane and step, and a dB/dC reducer adds kWarps (4; AMD 2) values
@@ -128,6 +131,8 @@ constexpr size_t smem_bytes() { return kOverlap ? sizeof(BwdSmem) + sizeof(RawTi
 static_assert(sizeof(BwdSmem) % 16 == 0 && offsetof(BwdSmem, red) % 16 == 0, "the raw tile is 16-byte aligned");
 static_assert(sizeof(BwdSmem) - offsetof(BwdSmem, red) >= sizeof(RawTile<float>), "raw tile fits red + pp");
 static_assert(kWarps * kRedW <= kHalf * kRedS, "variant 4's warp sums use the start of red");
+static_assert(2 * kWarps * kRedW + kCB * kPPS <= kHalf * kRedS && (kSub / kHalf) % 2 == 0,
+              "variant 5's second buffers fit in red, and a sub-tile's rounds alternate them");
 
 __device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 __device__ __forceinline__ void st4(float* p, float a, float b, float c, float d) {
@@ -197,9 +202,10 @@ __device__ __forceinline__ void store_pack_at(T* row, int64_t t0, int64_t L, con
 }
 
 // SEG: blocks take (channel block, segment) items by ticket (below); otherwise block i is channel block i, whole.
-template <class T, bool VEC, bool HOLD, bool WRED, bool SEG>
+template <class T, bool VEC, bool HOLD, bool WRED, bool ONEBAR, bool SEG>
 __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncParams p) {
   static_assert(HOLD || !WRED, "the warp pre-sum (variant 4) is an option of variant 3's adjoint");
+  static_assert(WRED || !ONEBAR, "one barrier a round (variant 5) double-buffers variant 4's sums");
   constexpr int P = gpu::Pack<T>::N;
   constexpr int PPC = kTT / P;                  // packs per channel row and tile
   constexpr int KC = kCB * PPC / kThreads;      // channel packs per thread and tensor
@@ -344,12 +350,22 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
         for (int j = 0; j < kS; j++) h[j] = fmaf(ANVIL_EXP2_FTZ(dd.x * A2[j]), h[j], bb[j] * dd.y);
       }
     };
-    // Both reductions of one round of kHalf steps starting at tile step tr (tile k of the sequence at tt).
-    auto reduce_round = [&](int64_t tt, int tr) {
+    // Where a round's partial sums go: variant 4's warp sums at the start of red, the state sums in pp. Variant 5
+    // alternates two of each between rounds (the second pair in red's tail, which the warp sums leave unused), so
+    // the writers of round k + 1 cannot disturb the readers of round k and one barrier per round is enough: the
+    // next round to write a buffer, k + 2, comes after round k + 1's barrier, which every reader of k has passed.
+    auto red_buf = [&](int k) { return &sm.red[0][0] + (ONEBAR && (k & 1) ? kWarps * kRedW : 0); };
+    auto pp_buf = [&](int k) {
+      return ONEBAR && (k & 1) ? reinterpret_cast<float(*)[kPPS]>(&sm.red[0][0] + 2 * kWarps * kRedW) : sm.pp;
+    };
+    // Both reductions of one round of kHalf steps starting at tile step tr (tile k of the sequence at tt), from
+    // the round's buffers k.
+    auto reduce_round = [&](int64_t tt, int tr, int k) {
+      float(*const ppb)[kPPS] = pp_buf(k);
       {  // dC / dB: 32 channels of step rs, state rn -> one atomic
         float s = 0.f;
         if constexpr (WRED) {  // the warps' pre-sums (warp_chan_sum), in warp order
-          const float* srcw = &sm.red[0][0] + 4 * wred_slot(rw, rn) + rs;
+          const float* srcw = red_buf(k) + 4 * wred_slot(rw, rn) + rs;
           s = srcw[0];
 #pragma unroll
           for (int w = 1; w < kWarps; w++) s += srcw[w * kRedW];
@@ -366,9 +382,9 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
         float gB = 0.f, dtw = 0.f, ys = 0.f;
 #pragma unroll
         for (int l = 0; l < kQ; l++) {
-          gB += sm.pp[cc][0 * kQ * kHalf + l * kHalf + s];
-          dtw += sm.pp[cc][1 * kQ * kHalf + l * kHalf + s];
-          ys += sm.pp[cc][2 * kQ * kHalf + l * kHalf + s];
+          gB += ppb[cc][0 * kQ * kHalf + l * kHalf + s];
+          dtw += ppb[cc][1 * kQ * kHalf + l * kHalf + s];
+          ys += ppb[cc][2 * kQ * kHalf + l * kHalf + s];
         }
         float4& slot = sm.d[cc][tr + s];
         const float4 dd = slot;
@@ -514,7 +530,7 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
           st4(pp + kQ * kHalf, dtw[0], dtw[1], dtw[2], dtw[3]);
           st4(pp + 2 * kQ * kHalf, ys[r * kHalf], ys[r * kHalf + 1], ys[r * kHalf + 2], ys[r * kHalf + 3]);
           __syncthreads();  // the round's partial sums are in red and pp
-          reduce_round(tt, tb + r * kHalf);
+          reduce_round(tt, tb + r * kHalf, 0);
           __syncthreads();  // red and pp are free again; the round's outputs are in sm.d
         }
         } else {
@@ -578,16 +594,19 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
             // registers and 8 B of stack, variant 3 16 B).
             const int j = (tid >> 2) & 7;
             if (gpu::kWarpSize == 32 || (tid & 32) == 0)
-              st4(&sm.red[0][0] + (tid / gpu::kWarpSize) * kRedW + 4 * wred_slot(j >> 2, q * kS + (j & 3)), cs[0],
+              st4(red_buf(r) + (tid / gpu::kWarpSize) * kRedW + 4 * wred_slot(j >> 2, q * kS + (j & 3)), cs[0],
                   cs[1], cs[2], cs[3]);
           }
-          float* pp = &sm.pp[cc][q * kHalf];
+          float* pp = &pp_buf(r)[cc][q * kHalf];
           st4(pp, gB[0], gB[1], gB[2], gB[3]);
           st4(pp + kQ * kHalf, dtw[0], dtw[1], dtw[2], dtw[3]);
           st4(pp + 2 * kQ * kHalf, ys[0], ys[1], ys[2], ys[3]);
           __syncthreads();  // the round's partial sums are in red and pp
-          reduce_round(tt, t0);
-          __syncthreads();  // red and pp are free again; the round's outputs are in sm.d
+          reduce_round(tt, t0, r);
+          // red and pp are free again; the round's outputs are in sm.d. Variant 5 keeps only the tile's last
+          // (write_tile reads every step's outputs): its rounds alternate buffers (red_buf). r alternates within
+          // a sub-tile and a sub-tile has an even number of rounds, so consecutive rounds always differ.
+          if (!ONEBAR || (i == 0 && r == 0)) __syncthreads();
         }
         }
       }
@@ -625,9 +644,9 @@ int bwd_segments(int blocks, int slots, int tiles) {
 // The kernel, with its dynamic shared memory allowed (> 48 KB must be asked for on NVIDIA). CUDA: 57.5 KB + the raw
 // tile (bf16/f16 10.5 KB -> 68 KB, 3 blocks per SM of 228 KB; f32 20.5 KB -> 78 KB, 2 blocks). HIP: 57.5 KB (the
 // raw tile in red/pp).
-template <class T, bool VEC, bool HOLD, bool WRED, bool SEG>
+template <class T, bool VEC, bool HOLD, bool WRED, bool ONEBAR, bool SEG>
 auto bwd_kernel() {
-  auto kernel = scan_bwd_async_kernel<T, VEC, HOLD, WRED, SEG>;
+  auto kernel = scan_bwd_async_kernel<T, VEC, HOLD, WRED, ONEBAR, SEG>;
   static const bool attr = [&] {
     ANVIL_GPU_CHECK(gpuFuncSetAttribute(reinterpret_cast<const void*>(kernel),
                                         gpuFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes<T>())));
@@ -637,11 +656,11 @@ auto bwd_kernel() {
   return kernel;
 }
 
-template <class T, bool VEC, bool HOLD, bool WRED>
+template <class T, bool VEC, bool HOLD, bool WRED, bool ONEBAR>
 void launch_bwd_async(BwdAsyncParams p, Device dev) {
   static const int slots = [] {
     int per_sm = 0;
-    ANVIL_GPU_CHECK(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, bwd_kernel<T, VEC, HOLD, WRED, true>(),
+    ANVIL_GPU_CHECK(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, bwd_kernel<T, VEC, HOLD, WRED, ONEBAR, true>(),
                                                                  kThreads, smem_bytes<T>()));
     return std::max(1, per_sm) * gpu::device_info(gpu::current_device()).compute_units;
   }();
@@ -649,7 +668,7 @@ void launch_bwd_async(BwdAsyncParams p, Device dev) {
   p.segs = gpu::ceil_div(p.nstates, p.seg_tiles);  // no empty segment
   if (p.segs == 1) {  // a block per channel block, scheduled by the hardware
     p.work = nullptr, p.carry = nullptr;
-    const auto kernel = bwd_kernel<T, VEC, HOLD, WRED, false>();
+    const auto kernel = bwd_kernel<T, VEC, HOLD, WRED, ONEBAR, false>();
     kernel<<<unsigned(p.blocks), kThreads, smem_bytes<T>(), gpu::stream()>>>(p);
     ANVIL_LAUNCH_CHECK();
     return;
@@ -660,7 +679,7 @@ void launch_bwd_async(BwdAsyncParams p, Device dev) {
   Tensor carry = Tensor::empty({items * kThreads * 4}, DType::f32, dev);
   p.work = reinterpret_cast<unsigned*>(work.data_ptr());
   p.carry = reinterpret_cast<float4*>(carry.data_ptr());
-  const auto kernel = bwd_kernel<T, VEC, HOLD, WRED, true>();
+  const auto kernel = bwd_kernel<T, VEC, HOLD, WRED, ONEBAR, true>();
   kernel<<<unsigned(std::min<int64_t>(items, slots)), kThreads, smem_bytes<T>(), gpu::stream()>>>(p);
   ANVIL_LAUNCH_CHECK();
 }
@@ -670,9 +689,9 @@ void launch_bwd_async(BwdAsyncParams p, Device dev) {
 int selective_scan_bwd_variant() {
   static const int v = [] {
     const char* e = std::getenv("ANVIL_SCAN_BWD_VARIANT");
-    // 4: fwd+bwd 2090 us against 2111 us for 3 (H200, 2026-11-30, three runs each); 3 had measured 2.19 ms against
-    // 2.25 (2), 2.79 (0) and 3.22 (the removed 1) the same day, before the forward's variant 5.
-    return e && *e ? std::atoi(e) : 4;
+    // 5: fwd+bwd 1684-1686 us against 1703 us for 4 (H200, 2026-12-01, two runs each). 4 had measured 2090 us
+    // against 2111 us for 3 (2026-11-30); 3 2.19 ms against 2.25 (2), 2.79 (0) and 3.22 (the removed 1) that day.
+    return e && *e ? std::atoi(e) : 5;
   }();
   return v;
 }
@@ -682,7 +701,7 @@ bool selective_scan_bwd_async_gpu(int variant, const Tensor& dout, const Tensor&
                                   const Tensor& z, const Tensor& delta_bias, bool delta_softplus,
                                   const Tensor& states, Tensor& du, Tensor& ddelta, Tensor& dA, Tensor& dB,
                                   Tensor& dC, Tensor& dD, Tensor& dz, Tensor& ddelta_bias) {
-  if ((variant < 2 || variant > 4) || A.size(1) > kNP) return false;
+  if ((variant < 2 || variant > 5) || A.size(1) > kNP) return false;
   BwdAsyncParams p;
   p.u = u.data_ptr();
   p.delta = delta.data_ptr();
@@ -718,15 +737,18 @@ bool selective_scan_bwd_async_gpu(int variant, const Tensor& dout, const Tensor&
     // 16-byte copies in and 16-byte stores out: every row of every tensor must start on 16 bytes.
     const bool vec = p.L % gpu::Pack<T>::N == 0 &&
                      scan_seq::all_aligned16({&u, &delta, &Bm, &Cm, &z, &dout, &du, &ddelta, &dz});
-    if (variant == 4) {
-      if (vec) launch_bwd_async<T, true, true, true>(p, u.device());
-      else launch_bwd_async<T, false, true, true>(p, u.device());
+    if (variant == 5) {
+      if (vec) launch_bwd_async<T, true, true, true, true>(p, u.device());
+      else launch_bwd_async<T, false, true, true, true>(p, u.device());
+    } else if (variant == 4) {
+      if (vec) launch_bwd_async<T, true, true, true, false>(p, u.device());
+      else launch_bwd_async<T, false, true, true, false>(p, u.device());
     } else if (variant == 3) {
-      if (vec) launch_bwd_async<T, true, true, false>(p, u.device());
-      else launch_bwd_async<T, false, true, false>(p, u.device());
+      if (vec) launch_bwd_async<T, true, true, false, false>(p, u.device());
+      else launch_bwd_async<T, false, true, false, false>(p, u.device());
     } else {
-      if (vec) launch_bwd_async<T, true, false, false>(p, u.device());
-      else launch_bwd_async<T, false, false, false>(p, u.device());
+      if (vec) launch_bwd_async<T, true, false, false, false>(p, u.device());
+      else launch_bwd_async<T, false, false, false, false>(p, u.device());
     }
   });
   acc.finish(dB, dC);

@@ -160,6 +160,16 @@ __device__ __forceinline__ void anvil_trap() { __trap(); }
 __device__ __forceinline__ void anvil_store16(void* p, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
   asm volatile("st.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
 }
+// A stream that a kernel reads once and writes once (the optimizer's p, g, m, v): global loads and stores marked
+// evict-first (ld/st.global.cs), 16 bytes (8 for the bf16/f16 copies of 4 floats) that cannot split. Global, not
+// generic: pointers read from a table are generic to nvcc, which then emits LD/ST instead of LDG/STG.
+__device__ __forceinline__ uint4 anvil_load16_once(const void* p) { return __ldcs(reinterpret_cast<const uint4*>(p)); }
+__device__ __forceinline__ void anvil_store16_once(void* p, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  __stcs(reinterpret_cast<uint4*>(p), make_uint4(a, b, c, d));
+}
+__device__ __forceinline__ void anvil_store8_once(void* p, uint32_t a, uint32_t b) {
+  __stcs(reinterpret_cast<uint2*>(p), make_uint2(a, b));
+}
 
 // A load through L2 that skips the SM's L1 (ld.global.cg): for data other blocks of the same grid wrote, read
 // after __threadfence() and the atomic that ordered them (attention_decode's last-block combine). L1 is not

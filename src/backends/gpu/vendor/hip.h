@@ -41,6 +41,20 @@ __device__ __forceinline__ void anvil_store16(void* p, uint32_t a, uint32_t b, u
   typedef uint32_t u32x4 __attribute__((ext_vector_type(4)));
   *reinterpret_cast<u32x4*>(p) = u32x4{a, b, c, d};
 }
+// See cuda.h: a read-once, write-once stream, as nontemporal loads and stores.
+__device__ __forceinline__ uint4 anvil_load16_once(const void* p) {
+  typedef uint32_t u32x4 __attribute__((ext_vector_type(4)));
+  const u32x4 v = __builtin_nontemporal_load(reinterpret_cast<const u32x4*>(p));
+  return make_uint4(v.x, v.y, v.z, v.w);
+}
+__device__ __forceinline__ void anvil_store16_once(void* p, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  typedef uint32_t u32x4 __attribute__((ext_vector_type(4)));
+  __builtin_nontemporal_store(u32x4{a, b, c, d}, reinterpret_cast<u32x4*>(p));
+}
+__device__ __forceinline__ void anvil_store8_once(void* p, uint32_t a, uint32_t b) {
+  typedef uint32_t u32x2 __attribute__((ext_vector_type(2)));
+  __builtin_nontemporal_store(u32x2{a, b}, reinterpret_cast<u32x2*>(p));
+}
 
 // See cuda.h. On AMD, __threadfence() is an agent-scope seq_cst fence, which invalidates the CU's vector L1
 // (buffer_wbinvl1_vol on gfx90a): a plain load after it sees what other blocks wrote before their fence.
