@@ -178,8 +178,9 @@ TEST(Recompute, SavedActivationBytesShrinkAsStated) {
     auto m = mamba(DType::f32);
     const int64_t C = 48, D = 96, R = 6, NS = 16;
     const int64_t states = B * D * 1 * NS * 4;  // one saved state per 32-step tile: T = 24 is one tile
-    const int64_t layer = N * 4 * (2 * C + 5 * D + R + 2 * NS + 1) + states;
-    const int64_t slim = N * 4 * (C + 3 * D + R + 2 * NS) + states;  // a kept layer under recompute
+    // y (D) is not kept: the scan's backward gives it back.
+    const int64_t layer = N * 4 * (2 * C + 4 * D + R + 2 * NS + 1) + states;
+    const int64_t slim = N * 4 * (C + 2 * D + R + 2 * NS) + states;  // a kept layer under recompute
     const int64_t head = N * 4 * (2 * C + 1) + N * 4;  // h_final, n_final, rstd_final; ids
     GradRun saved = train_twice(*m, B, T, false), rec = train_twice(*m, B, T, true);
     EXPECT_EQ(saved.saved_bytes, L * layer + head);

@@ -95,7 +95,11 @@ std::vector<Check> test_case(const Ctx& ctx, DType dt, const S& s, bool odd_stat
   Tensor dD = s.dskip ? make(dD0, ds, DType::f32, dev) : Tensor();
   Tensor ddb = s.dbias ? make(ddb0, ds, DType::f32, dev) : Tensor();
   Tensor dz = s.z ? Tensor::empty(xs, dt, dev) : Tensor();
-  selective_scan_bwd(dout, u, delta, A, Bm, Cm, Dk, z, db, s.softplus, states, du, ddelta, dA, dB, dC, dD, dz, ddb);
+  // The forward's output again from the backward (`out`), except in the odd-states cases, which keep the path
+  // without it covered.
+  Tensor yb = odd_states ? Tensor() : Tensor::empty(xs, dt, dev);
+  selective_scan_bwd(dout, u, delta, A, Bm, Cm, Dk, z, db, s.softplus, states, du, ddelta, dA, dB, dC, dD, dz, ddb,
+                     odd_states ? nullptr : &yb);
 
   const Ref r = reference(s, in, dA0, dD0, ddb0);
   // Reduction lengths: an output sees up to L steps of N states; dB/dC add D/G channels of such terms; dA, dD and
@@ -112,6 +116,7 @@ std::vector<Check> test_case(const Ctx& ctx, DType dt, const S& s, bool odd_stat
   if (s.dskip) c.push_back(compare("dD", dD, r.dD, derived_tol(DType::f32, ksum, 3)));
   if (s.z) c.push_back(compare("dz", dz, r.dz, derived_tol(dt, kt, 3)));
   if (s.dbias) c.push_back(compare("ddelta_bias", ddb, r.ddelta_bias, derived_tol(DType::f32, ksum, 3)));
+  if (yb.defined()) c.push_back(compare("out from the backward", yb, r.out, derived_tol(dt, kt, 2)));
   return c;
 }
 
@@ -271,12 +276,45 @@ std::vector<OpCase> cases() {
     c.test = [=](const Ctx& ctx) { return prefill_decode_case(ctx, dt, p); };
     out.push_back(c);
   }
+  {  // Bad input: each call names what it expected and what came.
+    OpCase c{"selective_scan", "selective_scan(errors)"};
+    c.test = [](const Ctx& ctx) {
+      const Device d = ctx.device;
+      const int64_t B = 1, D = 4, L = 8, N = 4;
+      auto f = [&](const Shape& sh, DType dt = DType::f32) { return Tensor::zeros(sh, dt, d); };
+      Tensor u = f({B, D, L}), delta = f({B, D, L}), A = f({D, N}), Bm = f({B, 1, N, L}), Cm = f({B, 1, N, L});
+      Tensor none, out = f({B, D, L}), states = f({B, D, selective_scan_states(L, N), N});
+      Tensor du = f({B, D, L}), ddelta = f({B, D, L}), dA = f({D, N}), dB = f({B, 1, N, L}), dC = f({B, 1, N, L});
+      auto bwd = [&](Tensor& dz, Tensor* y) {
+        selective_scan_bwd(out, u, delta, A, Bm, Cm, none, none, none, true, states, du, ddelta, dA, dB, dC, none,
+                           dz, none, y);
+      };
+      Tensor big_A = f({D, 257}), odd_Bm = f({B, 3, N, L}), y16 = f({B, D, L}, DType::bf16), y_short = f({B, D, 4});
+      return std::vector<Check>{
+          expect_error("N past 256", "1 <= N <= 256", [&] {
+            selective_scan_fwd(u, delta, big_A, Bm, Cm, none, none, none, true, out, states);
+          }),
+          expect_error("groups not dividing D", "G dividing D=4", [&] {
+            selective_scan_fwd(u, delta, A, odd_Bm, odd_Bm, none, none, none, true, out, states);
+          }),
+          expect_error("dz without z", "dz undefined when z is absent", [&] {
+            Tensor dz = f({B, D, L});
+            bwd(dz, nullptr);
+          }),
+          expect_error("backward out of another dtype", "out of dtype f32", [&] { bwd(none, &y16); }),
+          expect_error("backward out of another shape", "out of shape [1,4,8]", [&] { bwd(none, &y_short); })};
+    };
+    out.push_back(c);
+  }
   // Perf at the target shape (TARGETS.md, Mamba-1): B=4, D=5120, N=16, L=2048, bf16, z, delta_bias, softplus.
   // Bytes: the floor TARGETS.md uses, 10*D bytes per token for the forward (u, delta, z in; out and the anchor's
   // pre-gate out out, 2 bytes each); the backward adds u, delta, z, dout in and du, ddelta, dz out (14*D).
-  for (bool with_bwd : {false, true}) {
+  // The last case is the backward as a training step runs it: the forward's output recomputed too (+2*D bytes).
+  for (int mode : {0, 1, 2}) {
+    const bool with_bwd = mode > 0, with_y = mode == 2;
     const S s{4, 5120, 2048, 16, 1, true, true, true, true};
-    OpCase c{"selective_scan", scan_id(with_bwd ? "selective_scan_fwd_bwd" : "selective_scan_fwd", DType::bf16, s)};
+    OpCase c{"selective_scan", scan_id(with_bwd ? "selective_scan_fwd_bwd" : "selective_scan_fwd", DType::bf16, s) +
+                                   (with_y ? " out from the backward" : "")};
     c.perf = [=](const Ctx& ctx) {
       const DType dt = DType::bf16;
       const Device dev = ctx.device;
@@ -299,12 +337,13 @@ std::vector<OpCase> cases() {
       Tensor dA = Tensor::zeros({s.D, s.N}, DType::f32, dev);
       Tensor dB = Tensor::empty(bs, dt, dev), dC = Tensor::empty(bs, dt, dev);
       Tensor dD = Tensor::zeros(ds, DType::f32, dev), ddb = Tensor::zeros(ds, DType::f32, dev);
-      Tensor dz = Tensor::empty(xs, dt, dev);
+      Tensor dz = Tensor::empty(xs, dt, dev), yb = with_y ? Tensor::empty(xs, dt, dev) : Tensor();
       r.us = time_us(ctx, [&] {
         selective_scan_fwd(u, delta, A, Bm, Cm, Dk, z, db, true, out, states);
-        selective_scan_bwd(dout, u, delta, A, Bm, Cm, Dk, z, db, true, states, du, ddelta, dA, dB, dC, dD, dz, ddb);
+        selective_scan_bwd(dout, u, delta, A, Bm, Cm, Dk, z, db, true, states, du, ddelta, dA, dB, dC, dD, dz, ddb,
+                           with_y ? &yb : nullptr);
       });
-      r.bytes = 24.0 * double(s.D) * tokens;
+      r.bytes = (with_y ? 26.0 : 24.0) * double(s.D) * tokens;
       return r;
     };
     out.push_back(c);

@@ -8,8 +8,8 @@
 // touched half of 32 sectors), through generic loads and stores (the pointers come from a table), and found its
 // tensor by a binary search (8 dependent L2 loads). It ran at 63-65% of copy (1391-1434 us), DRAM 63% busy.
 // Now a warp's loads are contiguous (512 bytes per instruction), global and evict-first, and the tensor is one
-// load: 83-84% (1076-1094 us), DRAM 77%. Persistent blocks walking the chunks measured the same (1094 us) and
-// were not kept.
+// load: 83-84% (1076-1094 us), DRAM 77%; 86% with one row per step (update_chunk). Persistent blocks walking the
+// chunks measured the same (1094 us) and were not kept.
 //
 // Weight decay is per tensor but folds into the per-step scalar 1 - lr * wd: computed on the host for each
 // distinct weight decay (up to 8 per launch, passed by value with the step's scalars) so the table itself does
@@ -55,45 +55,35 @@ __device__ __forceinline__ void store_once(float* p, const gpu::Pack<float>& v) 
   anvil_store16_once(p, w.x, w.y, w.z, w.w);
 }
 
-// Elements [begin, end) of one tensor; TO = void: no compute copy. The vector path takes 2 x 1024 elements a
-// step: thread t the 4 at 4t and the 4 at 1024 + 4t, so each 16-byte load instruction of a warp reads 512
-// consecutive bytes, and the 4 bf16/f16 results of a pack leave in one 8-byte store (as a struct copy nvcc split
-// such stores in two). Loads and stores are the vendor's read-once stream (anvil_load16_once).
+// Elements [begin, end) of one tensor; TO = void: no compute copy. The vector path takes rows of 4 x kThreads
+// elements, thread t the 4 at 4t, so each 16-byte load instruction of a warp reads 512 consecutive bytes, and the
+// 4 bf16/f16 results leave in one 8-byte store (as a struct copy nvcc split such stores in two). Loads and stores
+// are the vendor's read-once stream (anvil_load16_once). One row per step at 6 blocks per SM measured 1047 /
+// 1162 us against 1072 / 1204 for two rows per step at 4 blocks (58 registers), in one run on the H200.
 template <class TO>
 __device__ __forceinline__ void update_chunk(const Entry& e, int64_t begin, int64_t end, const AdamWScalars& s) {
-  constexpr int kStep = 4 * kThreads;  // elements per pack row of the block
+  constexpr int kStep = 4 * kThreads;  // elements per row of the block
   TO* out = static_cast<TO*>(e.out);
   int64_t done = begin;
   if (e.vec) {
-    const int64_t rows = (end - begin) / kStep;  // whole rows of 4 x kThreads
-    for (int64_t r = 0; r < rows; r += 2) {
-      const int nr = rows - r >= 2 ? 2 : 1;
-      gpu::Pack<float> pp[2], gg[2], mm[2], vv[2];
+    const int64_t rows = (end - begin) / kStep;
+    for (int64_t r = 0; r < rows; r++) {
+      const int64_t i = begin + r * kStep + 4 * threadIdx.x;
+      gpu::Pack<float> pp = gpu::unpack<float>(anvil_load16_once(e.p + i));
+      const gpu::Pack<float> gg = gpu::unpack<float>(anvil_load16_once(e.g + i));
+      gpu::Pack<float> mm = gpu::unpack<float>(anvil_load16_once(e.m + i));
+      gpu::Pack<float> vv = gpu::unpack<float>(anvil_load16_once(e.v + i));
 #pragma unroll
-      for (int h = 0; h < 2; h++) {
-        if (h >= nr) break;
-        const int64_t i = begin + (r + h) * kStep + 4 * threadIdx.x;
-        pp[h] = gpu::unpack<float>(anvil_load16_once(e.p + i));
-        gg[h] = gpu::unpack<float>(anvil_load16_once(e.g + i));
-        mm[h] = gpu::unpack<float>(anvil_load16_once(e.m + i));
-        vv[h] = gpu::unpack<float>(anvil_load16_once(e.v + i));
-      }
+      for (int j = 0; j < 4; j++) adamw_update(s, pp.v[j], gg.v[j], mm.v[j], vv.v[j]);
+      store_once(e.p + i, pp);
+      store_once(e.m + i, mm);
+      store_once(e.v + i, vv);
+      if constexpr (!std::is_void_v<TO>) {
+        uint32_t w[2];
 #pragma unroll
-      for (int h = 0; h < 2; h++) {
-        if (h >= nr) break;
-        const int64_t i = begin + (r + h) * kStep + 4 * threadIdx.x;
-#pragma unroll
-        for (int j = 0; j < 4; j++) adamw_update(s, pp[h].v[j], gg[h].v[j], mm[h].v[j], vv[h].v[j]);
-        store_once(e.p + i, pp[h]);
-        store_once(e.m + i, mm[h]);
-        store_once(e.v + i, vv[h]);
-        if constexpr (!std::is_void_v<TO>) {
-          uint32_t w[2];
-#pragma unroll
-          for (int k = 0; k < 2; k++)
-            w[k] = gpu::raw_bits(from_f32<TO>(pp[h].v[2 * k])) | gpu::raw_bits(from_f32<TO>(pp[h].v[2 * k + 1])) << 16;
-          anvil_store8_once(out + i, w[0], w[1]);
-        }
+        for (int k = 0; k < 2; k++)
+          w[k] = gpu::raw_bits(from_f32<TO>(pp.v[2 * k])) | gpu::raw_bits(from_f32<TO>(pp.v[2 * k + 1])) << 16;
+        anvil_store8_once(out + i, w[0], w[1]);
       }
     }
     done = begin + rows * kStep;
@@ -109,9 +99,10 @@ __device__ __forceinline__ void update_chunk(const Entry& e, int64_t begin, int6
 }
 
 // Block c updates chunk c - first_block of tensor chunk_entry[c].
-__global__ void __launch_bounds__(kThreads) adamw_multi_kernel(const Entry* __restrict__ table,
-                                                                const int32_t* __restrict__ chunk_entry,
-                                                                AdamWScalars s, Decays d) {
+// 6 blocks of 256 per SM (<= 40 registers): 48 warps, each thread with 64 bytes of loads in flight.
+__global__ void __launch_bounds__(kThreads, 6) adamw_multi_kernel(const Entry* __restrict__ table,
+                                                                   const int32_t* __restrict__ chunk_entry,
+                                                                   AdamWScalars s, Decays d) {
   const int64_t c = blockIdx.x;
   const Entry e = table[chunk_entry[c]];
   // A select per slot instead of d.v[slot]: a runtime index into a kernel argument copies it to local memory.

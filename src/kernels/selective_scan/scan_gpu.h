@@ -36,6 +36,6 @@ bool selective_scan_bwd_async_gpu(int variant, const Tensor& dout, const Tensor&
                                   const Tensor& A, const Tensor& Bm, const Tensor& Cm, const Tensor& D_skip,
                                   const Tensor& z, const Tensor& delta_bias, bool delta_softplus,
                                   const Tensor& states, Tensor& du, Tensor& ddelta, Tensor& dA, Tensor& dB,
-                                  Tensor& dC, Tensor& dD, Tensor& dz, Tensor& ddelta_bias);
+                                  Tensor& dC, Tensor& dD, Tensor& dz, Tensor& ddelta_bias, Tensor& out);
 
 }  // namespace anvil

@@ -42,6 +42,7 @@ struct ScanBwdParams : ScanParams {
   void *du, *ddelta, *dz;
   float *dA, *dD, *ddelta_bias;
   float *dB, *dC;  // f32 accumulators (B, G, N, L), zeroed by the host
+  void* y;         // the forward's output, recomputed (optional)
 };
 
 // Which channel this warp owns. Warps past the end of their group still run (block barriers need every warp)

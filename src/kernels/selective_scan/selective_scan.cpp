@@ -73,7 +73,7 @@ void selective_scan_fwd(const Tensor& u, const Tensor& delta, const Tensor& A, c
 void selective_scan_bwd(const Tensor& dout, const Tensor& u, const Tensor& delta, const Tensor& A, const Tensor& Bm,
                         const Tensor& Cm, const Tensor& D_skip, const Tensor& z, const Tensor& delta_bias,
                         bool delta_softplus, const Tensor& states, Tensor& du, Tensor& ddelta, Tensor& dA,
-                        Tensor& dB, Tensor& dC, Tensor& dD, Tensor& dz, Tensor& ddelta_bias) {
+                        Tensor& dB, Tensor& dC, Tensor& dD, Tensor& dz, Tensor& ddelta_bias, Tensor* out) {
   const char* op = "selective_scan_bwd";
   const int64_t N = check_inputs(op, u, delta, A, Bm, Cm, D_skip, z, delta_bias);
   const int64_t D = u.size(1);
@@ -88,12 +88,15 @@ void selective_scan_bwd(const Tensor& dout, const Tensor& u, const Tensor& delta
   check_opt_grad(op, "ddelta_bias", ddelta_bias, delta_bias, "delta_bias", {D}, u);
   if (z.defined()) check_like(op, "dz", dz, u, "u");
   else ANVIL_CHECK(!dz.defined(), op, "dz undefined when z is absent", dz.describe());
+  Tensor no_out;
+  Tensor& y = out ? *out : no_out;
+  if (out) check_like(op, "out", *out, u, "u");
   if (u.device().is_cpu())
     return selective_scan_bwd_cpu(dout, u, delta, A, Bm, Cm, D_skip, z, delta_bias, delta_softplus, states, du,
-                                  ddelta, dA, dB, dC, dD, dz, ddelta_bias);
+                                  ddelta, dA, dB, dC, dD, dz, ddelta_bias, y);
 #ifdef ANVIL_HAS_GPU
   return selective_scan_bwd_gpu(dout, u, delta, A, Bm, Cm, D_skip, z, delta_bias, delta_softplus, states, du,
-                                ddelta, dA, dB, dC, dD, dz, ddelta_bias);
+                                ddelta, dA, dB, dC, dD, dz, ddelta_bias, y);
 #endif
 }
 

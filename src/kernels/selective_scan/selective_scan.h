@@ -25,6 +25,11 @@
 //   states would be 2 KB per channel and 32 tokens at N = 256.
 // Gradients: du, ddelta, dB, dC, dz are overwritten; dA, dD, ddelta_bias are accumulated into (+=).
 //   dz is written only when z is given (then it is required); it needs y, which the backward recomputes.
+//   out (optional, the last argument): the backward also writes the forward's output there, from the same
+//   recomputation. A training step then need not keep out between its forward and its backward: out_proj's
+//   weight gradient is taken after the scan's backward (B·D·L elements less per layer, a quarter of a Mamba
+//   layer's saved activations). The CPU backward computes it as the CPU forward does, to the bit; the GPU
+//   backward adds the states in another order than the GPU forward (f32 rounding, before the output's).
 //
 // Decode (one token per sequence): state (B, D, N) f32 updated in place;  x, dt, z, out: (B, D) one dtype;
 //   Bm, Cm: (B, G, N) in x's dtype;  A (D, N), D_skip (D), dt_bias (D) f32 — the same recurrence for one t.
@@ -52,7 +57,7 @@ void selective_scan_fwd(const Tensor& u, const Tensor& delta, const Tensor& A, c
 void selective_scan_bwd(const Tensor& dout, const Tensor& u, const Tensor& delta, const Tensor& A, const Tensor& Bm,
                         const Tensor& Cm, const Tensor& D_skip, const Tensor& z, const Tensor& delta_bias,
                         bool delta_softplus, const Tensor& states, Tensor& du, Tensor& ddelta, Tensor& dA,
-                        Tensor& dB, Tensor& dC, Tensor& dD, Tensor& dz, Tensor& ddelta_bias);
+                        Tensor& dB, Tensor& dC, Tensor& dD, Tensor& dz, Tensor& ddelta_bias, Tensor* out = nullptr);
 void selective_state_update(Tensor& state, const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor& Bm,
                             const Tensor& Cm, const Tensor& D_skip, const Tensor& z, const Tensor& dt_bias,
                             bool dt_softplus, Tensor& out);
@@ -76,7 +81,7 @@ void selective_state_update_ref(double* state, const double* x, const double* dt
                                 const double* Cm, const double* D_skip, const double* z, const double* dt_bias,
                                 bool dt_softplus, double* out, ScanDims s);
 
-// Backend implementations (arguments already checked; undefined tensors mean absent).
+// Backend implementations (arguments already checked; undefined tensors mean absent, or not wanted).
 void selective_scan_fwd_cpu(const Tensor& u, const Tensor& delta, const Tensor& A, const Tensor& Bm,
                             const Tensor& Cm, const Tensor& D_skip, const Tensor& z, const Tensor& delta_bias,
                             bool delta_softplus, Tensor& out, Tensor& states);
@@ -84,7 +89,7 @@ void selective_scan_bwd_cpu(const Tensor& dout, const Tensor& u, const Tensor& d
                             const Tensor& Bm, const Tensor& Cm, const Tensor& D_skip, const Tensor& z,
                             const Tensor& delta_bias, bool delta_softplus, const Tensor& states, Tensor& du,
                             Tensor& ddelta, Tensor& dA, Tensor& dB, Tensor& dC, Tensor& dD, Tensor& dz,
-                            Tensor& ddelta_bias);
+                            Tensor& ddelta_bias, Tensor& out);
 void selective_state_update_cpu(Tensor& state, const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor& Bm,
                                 const Tensor& Cm, const Tensor& D_skip, const Tensor& z, const Tensor& dt_bias,
                                 bool dt_softplus, Tensor& out);
@@ -95,7 +100,7 @@ void selective_scan_bwd_gpu(const Tensor& dout, const Tensor& u, const Tensor& d
                             const Tensor& Bm, const Tensor& Cm, const Tensor& D_skip, const Tensor& z,
                             const Tensor& delta_bias, bool delta_softplus, const Tensor& states, Tensor& du,
                             Tensor& ddelta, Tensor& dA, Tensor& dB, Tensor& dC, Tensor& dD, Tensor& dz,
-                            Tensor& ddelta_bias);
+                            Tensor& ddelta_bias, Tensor& out);
 void selective_state_update_gpu(Tensor& state, const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor& Bm,
                                 const Tensor& Cm, const Tensor& D_skip, const Tensor& z, const Tensor& dt_bias,
                                 bool dt_softplus, Tensor& out);

@@ -39,7 +39,7 @@
 // per sub-tile, 760 -> 811 instructions).
 // Variant 5 (template ONEBAR on top of WRED, ANVIL_SCAN_BWD_VARIANT=5, the default): variant 4 with two sets of
 // the round buffers (red_buf, pp_buf), alternating, so a round needs one barrier instead of two. ncu put 0.32 of
-// variant 4's ~5.4 cycles per issued instruction on barriers, with 3 warps per scheduler (168 registers, 68 KB).
+// variant 4's ~5.4 cycles per issued instruction on barriers, with 3 warps per scheduler (168 registers, 68 KB then).
 // Variant 4 (template WRED on top of HOLD, ANVIL_SCAN_BWD_VARIANT=4): variant 3 with the dB/dC values of each step
 // summed over the warp's channels by shuffles (warp_chan_sum) before they go to shared memory, so a warp stores one
 // float4 per lane and round instead of two per lane and step, and a dB/dC reducer adds kWarps (4; AMD 2) values
@@ -88,6 +88,7 @@ static_assert(kChElems % kThreads == 0 && kBCElems % kThreads == 0 && kThreads %
 struct BwdAsyncParams {
   const void *u, *delta, *Bm, *Cm, *z, *dout;
   void *du, *ddelta, *dz;
+  void* y;  // the forward's output, recomputed (optional)
   const float *A, *D_skip, *delta_bias;
   const float* states;                     // (B, D, nstates, N): h after each tile
   float *dA, *dD, *ddelta_bias, *dB, *dC;  // dB, dC: f32 accumulators (B, G, N, L), zeroed by the host
@@ -108,10 +109,13 @@ struct alignas(16) BwdSmem {
   // +1: the compute warps read one step of 8 channels at once, which lands on 8 distinct bank quads.
   float4 d[kCB][kTT + 1];
   float2 e[kCB][kTT + 1];          // (d dt/d delta, dout * silu'(z)) per channel and step
+  // silu(z) per channel and step (1 without z), when y is wanted; read by write_tile as float4s: rows of 36 keep
+  // them 16-byte aligned and put write_tile's 8 channels of a quarter warp on 8 distinct bank quads.
+  float sz[kCB][kTT + 4];
   float4 sub[kSubs - 1][kThreads]; // h at steps 8, 16, 24 of the tile, per thread
   float bias[kCB];                 // delta_bias of the block's channels
   // Last: without asynchronous copies (HIP) the raw tile lives here, free between a tile's last round and the
-  // next tile's first (58 KB in all fits the 64 KB of LDS of a CDNA workgroup; a separate raw tile would not).
+  // next tile's first (62 KB in all fits the 64 KB of LDS of a CDNA workgroup; a separate raw tile would not).
   float red[kHalf][kRedS];         // [step][dC|dB][channel][state]
   float pp[kCB][kPPS];             // [channel][gB|dtw|y][lane][step]
 };
@@ -130,6 +134,10 @@ template <class T>
 constexpr size_t smem_bytes() { return kOverlap ? sizeof(BwdSmem) + sizeof(RawTile<T>) : sizeof(BwdSmem); }
 static_assert(sizeof(BwdSmem) % 16 == 0 && offsetof(BwdSmem, red) % 16 == 0, "the raw tile is 16-byte aligned");
 static_assert(sizeof(BwdSmem) - offsetof(BwdSmem, red) >= sizeof(RawTile<float>), "raw tile fits red + pp");
+// sm_90: 228 KB of shared memory per SM, 1 KB of it reserved per block. Past 75 KB a block, the 16-bit kernels
+// would drop to 2 blocks per SM and lose a third of their warps (the registers allow 3).
+static_assert(!kOverlap || 3 * (sizeof(BwdSmem) + sizeof(RawTile<bf16>) + 1024) <= 228 * 1024,
+              "3 blocks of the 16-bit backward per SM");
 static_assert(kWarps * kRedW <= kHalf * kRedS, "variant 4's warp sums use the start of red");
 static_assert(2 * kWarps * kRedW + kCB * kPPS <= kHalf * kRedS && (kSub / kHalf) % 2 == 0,
               "variant 5's second buffers fit in red, and a sub-tile's rounds alternate them");
@@ -218,7 +226,7 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
                                                    (kOverlap ? sizeof(BwdSmem) : offsetof(BwdSmem, red)));
 
   const int tid = int(threadIdx.x);
-  // Persistent blocks take (channel block, time segment) items. Why: at 3 blocks per SM (168 registers, 68 KB) the
+  // Persistent blocks take (channel block, time segment) items. Why: at 3 blocks per SM (168 registers, 72 KB) the
   // 640 blocks of the issue's shape were 1.62 waves and the 512 of Mamba-370m/1.4B 1.29, and a second wave of one
   // or two blocks per SM runs at ~half the SM's rate of three (docs/mamba_kernels.md). Eight segments per block
   // make 10-13 rounds of items, so the last, partial round is short. A segment starts from the adjoint carry the
@@ -306,14 +314,16 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
         if (p.softplus) dt = softplus_t<T>(v), sg = v <= 20.f ? sigmoid_t<T>(v) : 1.f;
         if (past) dt = 0.f;  // past L: the identity step (dout, u, z read as zero there)
         const float go = to_f32(raw.ch[3][sc][st]);
-        float dy = go, dzf = 0.f;
+        float dy = go, dzf = 0.f, silu = 1.f;
         if (Z) {
           const float zz = to_f32(raw.ch[2][sc][st]), s = sigmoid_t<T>(zz);
-          dy = go * zz * s;                       // dL/dy = dout * silu(z)
+          silu = zz * s;
+          dy = go * silu;                         // dL/dy = dout * silu(z)
           dzf = go * s * fmaf(zz, 1.f - s, 1.f);  // dL/dz = dzf * y
         }
         sm.d[sc][st] = make_float4(dt, dt * uu, dy, uu);
         sm.e[sc][st] = make_float2(sg, dzf);
+        if (p.y) sm.sz[sc][st] = silu;
       }
       // Bm/Cm [n][t] -> [t][n]: element (t, n) with n fastest, so the f32 stores are consecutive.
       constexpr int kPer = kBCElems / kThreads;  // passes per matrix
@@ -390,7 +400,8 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
         const float4 dd = slot;
         const float2 ee = sm.e[cc][tr + s];
         const float ddt = fmaf(dd.w, gB, dtw * kLn2) * ee.x;  // (u gB + A-part) * d dt / d delta
-        slot = make_float4(fmaf(dd.x, gB, dskip * dd.z), ddt, ee.y * fmaf(dskip, dd.w, ys), 0.f);
+        const float y = fmaf(dskip, dd.w, ys);                  // the forward's y before the gate
+        slot = make_float4(fmaf(dd.x, gB, dskip * dd.z), ddt, ee.y * y, y);  // write_tile gates y
         if (valid && tt + tr + s < L) {
           dD_acc = fmaf(dd.z, dd.w, dD_acc);
           ddb_acc += ddt;
@@ -404,7 +415,7 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
       for (int i = 0; i < KC; i++) {
         const int k = tid + i * kThreads, sc = k % 8 + 8 * (k / (8 * PPC)), sp = (k / 8) % PPC;
         if (ch0 + sc >= p.per_group) continue;
-        gpu::Pack<T> pu, pd, pz;
+        gpu::Pack<T> pu, pd, pz, py;
 #pragma unroll
         for (int e = 0; e < P; e++) {
           const float4 o = sm.d[sc][sp * P + e];
@@ -412,10 +423,20 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
           pd.v[e] = from_f32<T>(o.y);
           pz.v[e] = from_f32<T>(o.z);
         }
+        if (p.y) {
+#pragma unroll
+          for (int e = 0; e < P; e += 4) {
+            float g[4];
+            unpack4(ld4(&sm.sz[sc][sp * P + e]), g);
+#pragma unroll
+            for (int j = 0; j < 4; j++) py.v[e + j] = from_f32<T>(sm.d[sc][sp * P + e + j].w * g[j]);
+          }
+        }
         const int64_t r = row_of(sc) * L, t0 = tt + sp * P;
         store_pack_at<T, VEC>(static_cast<T*>(p.du) + r, t0, L, pu);
         store_pack_at<T, VEC>(static_cast<T*>(p.ddelta) + r, t0, L, pd);
         if (p.dz) store_pack_at<T, VEC>(static_cast<T*>(p.dz) + r, t0, L, pz);
+        if (p.y) store_pack_at<T, VEC>(static_cast<T*>(p.y) + r, t0, L, py);
       }
     };
     // h entering tile kt: the saved state after tile kt - 1, zero before the sequence.
@@ -641,9 +662,9 @@ int bwd_segments(int blocks, int slots, int tiles) {
   return std::max(1, std::min(want, tiles));
 }
 
-// The kernel, with its dynamic shared memory allowed (> 48 KB must be asked for on NVIDIA). CUDA: 57.5 KB + the raw
-// tile (bf16/f16 10.5 KB -> 68 KB, 3 blocks per SM of 228 KB; f32 20.5 KB -> 78 KB, 2 blocks). HIP: 57.5 KB (the
-// raw tile in red/pp).
+// The kernel, with its dynamic shared memory allowed (> 48 KB must be asked for on NVIDIA). CUDA: 61.6 KB + the raw
+// tile (bf16/f16 10.5 KB -> 72.1 KB, 3 blocks per SM of 228 KB with 1 KB each reserved; f32 20.5 KB -> 82 KB, 2
+// blocks). HIP: 61.6 KB (the raw tile in red/pp).
 template <class T, bool VEC, bool HOLD, bool WRED, bool ONEBAR, bool SEG>
 auto bwd_kernel() {
   auto kernel = scan_bwd_async_kernel<T, VEC, HOLD, WRED, ONEBAR, SEG>;
@@ -700,7 +721,7 @@ bool selective_scan_bwd_async_gpu(int variant, const Tensor& dout, const Tensor&
                                   const Tensor& A, const Tensor& Bm, const Tensor& Cm, const Tensor& D_skip,
                                   const Tensor& z, const Tensor& delta_bias, bool delta_softplus,
                                   const Tensor& states, Tensor& du, Tensor& ddelta, Tensor& dA, Tensor& dB,
-                                  Tensor& dC, Tensor& dD, Tensor& dz, Tensor& ddelta_bias) {
+                                  Tensor& dC, Tensor& dD, Tensor& dz, Tensor& ddelta_bias, Tensor& out) {
   if ((variant < 2 || variant > 5) || A.size(1) > kNP) return false;
   BwdAsyncParams p;
   p.u = u.data_ptr();
@@ -713,6 +734,7 @@ bool selective_scan_bwd_async_gpu(int variant, const Tensor& dout, const Tensor&
   p.ddelta = ddelta.data_ptr();
   // dz is written only when z is given (the front-end requires it then).
   p.dz = z.defined() && dz.defined() ? dz.data_ptr() : nullptr;
+  p.y = out.defined() ? out.data_ptr() : nullptr;
   p.A = A.data<float>();
   p.D_skip = D_skip.defined() ? D_skip.data<float>() : nullptr;
   p.delta_bias = delta_bias.defined() ? delta_bias.data<float>() : nullptr;
@@ -736,7 +758,7 @@ bool selective_scan_bwd_async_gpu(int variant, const Tensor& dout, const Tensor&
   ANVIL_DISPATCH_FLOAT(u.dtype(), T, {
     // 16-byte copies in and 16-byte stores out: every row of every tensor must start on 16 bytes.
     const bool vec = p.L % gpu::Pack<T>::N == 0 &&
-                     scan_seq::all_aligned16({&u, &delta, &Bm, &Cm, &z, &dout, &du, &ddelta, &dz});
+                     scan_seq::all_aligned16({&u, &delta, &Bm, &Cm, &z, &dout, &du, &ddelta, &dz, &out});
     if (variant == 5) {
       if (vec) launch_bwd_async<T, true, true, true, true>(p, u.device());
       else launch_bwd_async<T, false, true, true, true>(p, u.device());

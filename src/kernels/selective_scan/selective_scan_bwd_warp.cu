@@ -140,9 +140,12 @@ __device__ __forceinline__ void bwd_chunk(const ScanBwdParams& p, const Channel&
     uv[i] = fmaf(gB[i], dt[i], dy[i] * dskip);
     if (z) {
       const float s = sigmoid_f(zv[i]);
-      zv[i] = go[i] * y[i] * s * (1.f + zv[i] * (1.f - s));
+      go[i] = go[i] * y[i] * s * (1.f + zv[i] * (1.f - s));  // dz; go is dead after this
+      y[i] *= zv[i] * s;
+      zv[i] = go[i];
     }
   }
+  if (ch.valid && p.y) store_items<T, VEC, FULL>(static_cast<T*>(p.y) + base, t0, L, y);
   if (ch.valid) {
     store_items<T, VEC, FULL>(static_cast<T*>(p.ddelta) + base, t0, L, raw);
     store_items<T, VEC, FULL>(static_cast<T*>(p.du) + base, t0, L, uv);
@@ -183,10 +186,10 @@ void selective_scan_bwd_gpu(const Tensor& dout, const Tensor& u, const Tensor& d
                             const Tensor& Bm, const Tensor& Cm, const Tensor& D_skip, const Tensor& z,
                             const Tensor& delta_bias, bool delta_softplus, const Tensor& states, Tensor& du,
                             Tensor& ddelta, Tensor& dA, Tensor& dB, Tensor& dC, Tensor& dD, Tensor& dz,
-                            Tensor& ddelta_bias) {
+                            Tensor& ddelta_bias, Tensor& out) {
   const int variant = selective_scan_bwd_variant();
   if (selective_scan_bwd_async_gpu(variant, dout, u, delta, A, Bm, Cm, D_skip, z, delta_bias, delta_softplus, states,
-                                   du, ddelta, dA, dB, dC, dD, dz, ddelta_bias))
+                                   du, ddelta, dA, dB, dC, dD, dz, ddelta_bias, out))
     return;
   ScanBwdParams p;
   static_cast<ScanParams&>(p) = make_params(u, delta, A, Bm, Cm, D_skip, z, delta_bias, delta_softplus);
@@ -195,6 +198,7 @@ void selective_scan_bwd_gpu(const Tensor& dout, const Tensor& u, const Tensor& d
   p.du = du.data_ptr();
   p.ddelta = ddelta.data_ptr();
   p.dz = dz.defined() ? dz.data_ptr() : nullptr;
+  p.y = out.defined() ? out.data_ptr() : nullptr;
   p.dA = dA.data<float>();
   p.dD = opt_mut<float>(dD);
   p.ddelta_bias = opt_mut<float>(ddelta_bias);
@@ -203,7 +207,7 @@ void selective_scan_bwd_gpu(const Tensor& dout, const Tensor& u, const Tensor& d
   p.dC = acc.dC.data<float>();
   const unsigned grid = unsigned(u.size(0) * p.G * p.blocks_per_group);
   ANVIL_DISPATCH_FLOAT(u.dtype(), T, {
-    const bool vec = vec_ok<T>(p.L, {&u, &delta, &Bm, &Cm, &z, &dout, &du, &ddelta, &dz});
+    const bool vec = vec_ok<T>(p.L, {&u, &delta, &Bm, &Cm, &z, &dout, &du, &ddelta, &dz, &out});
     auto kernel = vec ? scan_bwd_kernel<T, true> : scan_bwd_kernel<T, false>;
     kernel<<<grid, kThreads, 0, gpu::stream()>>>(p);
     ANVIL_LAUNCH_CHECK();

@@ -68,6 +68,7 @@ template <class T>
 struct Grads {
   T *du, *ddelta, *dB, *dC, *dz;
   float *dA, *dD, *ddelta_bias;
+  T* out;  // the forward's output, recomputed (optional)
 };
 
 template <class T>
@@ -103,6 +104,9 @@ void bwd(const Args<T>& a, const T* dout, const Grads<T>& gr) {
             const float zz = to_f32(a.z[base + t]), sz = sigmoidf(zz);
             gr.dz[base + t] = from_f32<T>(go * y * sz * (1.f + zz * (1.f - sz)));
             dy[t] = go * zz * sz;
+            if (gr.out) gr.out[base + t] = from_f32<T>(y * (zz * sz));  // as fwd() rounds it: y *= zz * sigmoid
+          } else if (gr.out) {
+            gr.out[base + t] = from_f32<T>(y);
           }
         }
         std::fill(q.begin(), q.end(), 0.f);
@@ -162,11 +166,11 @@ void selective_scan_bwd_cpu(const Tensor& dout, const Tensor& u, const Tensor& d
                             const Tensor& Bm, const Tensor& Cm, const Tensor& D_skip, const Tensor& z,
                             const Tensor& delta_bias, bool delta_softplus, const Tensor& states, Tensor& du,
                             Tensor& ddelta, Tensor& dA, Tensor& dB, Tensor& dC, Tensor& dD, Tensor& dz,
-                            Tensor& ddelta_bias) {
+                            Tensor& ddelta_bias, Tensor& out) {
   (void)states;  // the CPU keeps every state of a channel instead (see the top of this file)
   ANVIL_DISPATCH_FLOAT(u.dtype(), T, {
     Grads<T> g{du.data<T>(),       ddelta.data<T>(),  dB.data<T>(),         dC.data<T>(), opt_mut<T>(dz),
-               dA.data<float>(), opt_mut<float>(dD), opt_mut<float>(ddelta_bias)};
+               dA.data<float>(), opt_mut<float>(dD), opt_mut<float>(ddelta_bias), opt_mut<T>(out)};
     bwd<T>(args<T>(u, delta, A, Bm, Cm, D_skip, z, delta_bias, delta_softplus), dout.data<T>(), g);
   });
 }

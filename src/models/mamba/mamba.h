@@ -42,7 +42,7 @@ struct MambaMixerActs {
   Tensor Bm, Cm;      // (B, N, T) x_proj's B and C parts (the scan sees them as (B, 1, N, T))
   Tensor delta;       // (B, D, T) dt_proj(dtr), before bias and softplus (the scan applies both)
   Tensor states;      // (B, D, chunks, N) f32 scan states at chunk ends
-  Tensor y;           // (B, D, T) gated scan output
+  Tensor y;           // (B, D, T) gated scan output (training drops it after out_proj: the backward recomputes it)
 };
 
 struct MambaLayerActs;  // mamba_train.cpp
@@ -83,7 +83,7 @@ class MambaModel final : public CausalLM {
   void refresh_A();
   // One mixer on the normed input n (B*T, C): returns its output (B*T, C); fills `a` (always: the prefill needs
   // x and the scan states too). with_out = false stops before out_proj and returns an undefined tensor: a
-  // recomputed layer's backward needs y, never the output (Mamba-1.4B at 4 x 2048: 137 GFLOP a layer saved).
+  // recomputed layer's backward never needs the output (Mamba-1.4B at 4 x 2048: 137 GFLOP a layer saved).
   Tensor mixer_forward(MambaLayer& ly, const Tensor& n, int64_t B, int64_t T, MambaMixerActs& a,
                        bool with_out = true);
   Tensor forward_hidden(const Tensor& ids_dev, int64_t B, int64_t T, Acts* acts);  // final normed (N, C)

@@ -31,7 +31,7 @@ struct MambaLayerActs {
     h = in;
   }
   // A kept layer under recompute: drops what a norm, the conv and dt_proj rebuild cheaply from h, x and dtr
-  // (n, rstd, xc, delta: C + 2D elements and 4 B a token, 20 of Mamba-1.4B's 57.7 KB) and keeps what only the scan
+  // (n, rstd, xc, delta: C + 2D elements and 4 B a token, 20 of Mamba-1.4B's 49.5 KB) and keeps what only the scan
   // or the big in_proj would give back. Rebuilding takes ~65 us a layer there, recomputing the layer ~1 ms (H200).
   void slim() {
     n = rstd = m.xc = m.delta = Tensor();
@@ -39,16 +39,18 @@ struct MambaLayerActs {
   bool is_slim() const { return !n.defined() && m.x.defined(); }
 };
 
-// Saved activations, per token and layer, in elements of the compute dtype: h, n (2C), x, z, xc, delta, y (5D),
+// Saved activations, per token and layer, in elements of the compute dtype: h, n (2C), x, z, xc, delta (4D),
 // dtr (R), B and C (2N); plus f32 rstd and the scan's saved states (D·N f32 per 32 tokens at N <= 16,
-// selective_scan.h). With recompute a layer keeps h (C) only, except the last TrainOptions::keep_layers = K
-// (at least 1), which keep the slim set: h (C), x, z, y (3D), dtr, B, C and the states; their backward rebuilds
-// n, rstd, xc and delta (a norm, the conv, dt_proj). Mamba-130m in bf16 (C 768, D 1536, R 48, N 16, 24 layers):
-// 21,668 B per token and layer without recompute, 1,536 with, 13,984 slim; so the stack keeps 24 · 21,668 = 520 KB
-// per token without and 23 · 1,536 + 13,984 = 49 KB with recompute (10.5× less; at batch 16 × 2048 tokens:
-// 17.0 GB → 1.61 GB) for one more forward of 23 of the 24 layers (≈ +30% FLOPs). Each kept layer past the last
-// costs slim − h bytes and saves one recomputed forward: Mamba-1.4B (C 2048, D 4096, R 128) 37,184 − 4,096 B per
-// token, 0.27 GB at 4 × 2048 (0.44 GB when kept layers kept everything).
+// selective_scan.h). The scan's output y is not kept: the scan's backward recomputes it with everything else
+// (selective_scan_bwd's `out`), and out_proj's weight gradient waits for it. With recompute a layer keeps h (C)
+// only, except the last TrainOptions::keep_layers = K (at least 1), which keep the slim set: h (C), x, z (2D),
+// dtr, B, C and the states; their backward rebuilds n, rstd, xc and delta (a norm, the conv, dt_proj).
+// Mamba-130m in bf16 (C 768, D 1536, R 48, N 16, 24 layers): 18,596 B per token and layer without recompute,
+// 1,536 with, 10,912 slim; so the stack keeps 24 · 18,596 = 446 KB per token without and 23 · 1,536 + 10,912 =
+// 46 KB with recompute (9.7× less; at batch 16 × 2048 tokens: 14.6 GB → 1.52 GB) for one more forward of 23 of
+// the 24 layers (≈ +30% FLOPs). Each kept layer past the last costs slim − h bytes and saves one recomputed
+// forward: Mamba-1.4B (C 2048, D 4096, R 128) 28,992 − 4,096 B per token, 0.20 GB at 4 × 2048 (0.27 GB while y
+// was kept, 0.44 GB when kept layers kept everything).
 struct MambaModel::Acts {
   int64_t recomputed = 0;  // layers [0, recomputed) keep only their input (TrainOptions::recomputed_layers)
   bool slim = false;        // the other layers keep the slim set (with recompute: MambaLayerActs::slim)
@@ -157,6 +159,7 @@ Tensor MambaModel::forward_hidden(const Tensor& ids, int64_t B, int64_t T, Acts*
     }
     branch = mixer_forward(ly, a.n, B, T, a.m);
     h = a.h;
+    a.m.y = Tensor();  // the scan's backward gives y back (out_proj's weight gradient comes after it)
     if (acts) {
       if (int64_t(l) < acts->recomputed) a.keep_input_only();
       else if (acts->slim) a.slim();
@@ -217,14 +220,9 @@ float MambaModel::loss_and_backward(const Tensor& ids_in, const Tensor& targets_
   Tensor nf = forward_hidden(ids, B, T, backward ? &acts : nullptr);
   if (!backward) return lm_loss_fwd(nf, lm_head_->weight, targets, targets_in);
   // The head's loss and gradients in one pass (the logits once): dnf = d(n_final), lm_head's grad accumulated.
-  // Its buffers are live with every kept activation, so recompute (memory first) takes passes of ~512 MB instead
-  // of ~1.5 GB: Mamba-1.4B at 4 x 2048 runs 5 passes instead of 2 (+2.5 GB of dw traffic; +1.15 ms a step on
-  // an H200), and the 1 GB freed keeps 4 more layers (~1 ms each). Llama's 128k vocabulary would pay 2.1 GB of
-  // dw a pass.
-  const int64_t V = lm_head_->weight.size(0);
-  const int64_t head_rows = opt.recompute ? cross_entropy_rows_within(int64_t(512) << 20, V, dtype_) : 0;
-  const LmLoss head =
-      lm_loss_fwd_bwd(nf, lm_head_->weight, lm_head_->grad, targets, targets_in, grad_weight, head_rows);
+  // Default row chunks (~1.5 GB of buffers at Mamba-1.4B's 4 x 2048): smaller passes (cross_entropy_rows_within)
+  // cost 1.15 ms a step there for 0.97 GB, which the kept layers no longer need since y left the slim set.
+  const LmLoss head = lm_loss_fwd_bwd(nf, lm_head_->weight, lm_head_->grad, targets, targets_in, grad_weight);
   saved_activation_bytes_ = acts.bytes();
 
   auto E = [&](const Shape& s, DType dt) { return Tensor::empty(s, dt, device_); };
@@ -238,18 +236,21 @@ float MambaModel::loss_and_backward(const Tensor& ids_in, const Tensor& targets_
     else if (!la.n.defined()) recompute_layer(ly, la, B, T);
     MambaMixerActs& a = la.m;
     Tensor dh3 = dh.view({B, T, C});
-    // out_proj: out_b = y_b^T W_out^T.  dy_b (D, T) = W_out^T (D, C) @ dh_b^T;  dW_out += dh_b^T @ y_b^T.
+    // out_proj: out_b = y_b^T W_out^T.  dy_b (D, T) = W_out^T (D, C) @ dh_b^T;  dW_out += dh_b^T @ y_b^T, once
+    // the scan's backward has given y back.
     Tensor dy = E({B, D, T}, dtype_);
     matmul_batched(shared(ly.out_proj->weight), dh3, dy, true, true);
-    matmul_batch_sum(dh3, a.y, ly.out_proj->grad, true, true, 1.f, 1.f);
-    // Selective scan: du (the conv output's gradient), ddelta, dB, dC, dz; dA, dD, d(dt bias) accumulate.
+    // Selective scan: du (the conv output's gradient), ddelta, dB, dC, dz, and y; dA, dD, d(dt bias) accumulate.
     Tensor dxc = E({B, D, T}, dtype_), ddelta = E({B, D, T}, dtype_), dz = E({B, D, T}, dtype_);
     Tensor dB = E({B, N, T}, dtype_), dC = E({B, N, T}, dtype_);
     Tensor dB4 = dB.view({B, 1, N, T}), dC4 = dC.view({B, 1, N, T});
     Tensor dA = Tensor::zeros({D, N}, DType::f32, device_);  // f32, zeroed: the scan accumulates into it
+    Tensor y = E({B, D, T}, dtype_);
     selective_scan_bwd(dy, a.xc, a.delta, ly.A, a.Bm.view({B, 1, N, T}), a.Cm.view({B, 1, N, T}),
                        ly.D_skip->weight, a.z, ly.dt_bias->weight, true, a.states, dxc, ddelta, dA, dB4, dC4,
-                       ly.D_skip->grad, dz, ly.dt_bias->grad);
+                       ly.D_skip->grad, dz, ly.dt_bias->grad, &y);
+    matmul_batch_sum(dh3, y, ly.out_proj->grad, true, true, 1.f, 1.f);
+    y = Tensor();
     addcmul_(ly.A_log->grad, dA, ly.A);  // A = -exp(A_log): dA_log += dA * A
     // dt_proj: delta_b = W_dt dtr_b.  ddtr_b (R, T) = W_dt^T ddelta_b;  dW_dt += ddelta_b dtr_b^T.
     // x_proj: [dtr; B; C]_b = W_xp xc_b.  dxc_b += W_xp^T [ddtr; dB; dC]_b;  dW_xp += [..]_b xc_b^T, each one
