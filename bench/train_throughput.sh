@@ -14,19 +14,19 @@
 #
 # Recompute per row (auto), from the activation formulas in src/models/*/*_train.cpp at batch x 2048 tokens,
 # bf16, with 18 bytes per parameter of state (bf16 weight + fp32 master, grad, two AdamW moments):
-#   mamba-130m   state 2.3 GB + 17.0 GB activations  -> fits 37 GB without: off (21.6 GB peak measured)
-#   mamba-370m   state 6.7 GB + 22.7 GB               -> fits 32 GB without: off (31.1 GB peak measured)
-#   mamba-1.4b   state 25 GB  + 22.7 GB   (> 40 GB)   -> on  (keep 44: 13.3 GB kept)
+#   mamba-130m   state 2.3 GB + 14.6 GB activations  -> fits 37 GB without: off (19.1 GB peak measured)
+#   mamba-370m   state 6.7 GB + 19.5 GB               -> fits 32 GB without: off (27.9 GB peak measured)
+#   mamba-1.4b   state 25 GB  + 19.5 GB   (> 40 GB)   -> on  (keep 48, every layer slim: 11.4 GB kept)
 #   llama-3.2-1b state 22 GB  + 19.9 GB   (> 40 GB)   -> on  (2.25 GB kept)
 #
 # Keep (--keep-layers, with recompute on): each kept layer costs its activations less the input h it keeps anyway,
 # and saves one recomputed layer forward. With recompute a kept Mamba layer keeps the slim set
-# (src/models/mamba/mamba_train.cpp): h (C), x, z, y (3D), dtr (R), B, C (2N) bf16 = 2 x 14,496 = 28,992 B per
-# token at Mamba-1.4B (C 2048, D 4096, R 128, N 16, 48 layers), + D*N*4/32 = 8,192 B of scan states (one per
-# 32-step tile, selective_scan.h) = 37,184 B; at 4 x 2048 = 8,192 tokens 0.30 GB a layer, of which h (4,096 B,
-# 0.034 GB) is kept anyway: +0.27 GB per extra kept layer (0.44 GB when kept layers kept everything). Measured on
-# the H200 (2026-12-01, cross-entropy passes of ~512 MB under recompute): keep 40 38.30 GB, keep 44 39.39 GB,
-# keep 46 39.93 GB, keep 48 40.47 GB peak; 44 keeps 0.6 GB under the 40 GB cap.
+# (src/models/mamba/mamba_train.cpp): h (C), x, z (2D), dtr (R), B, C (2N) bf16 = 2 x 10,400 = 20,800 B per token
+# at Mamba-1.4B (C 2048, D 4096, R 128, N 16, 48 layers), + D*N*4/32 = 8,192 B of scan states (one per 32-step
+# tile, selective_scan.h) = 28,992 B; at 4 x 2048 = 8,192 tokens 0.24 GB a layer, of which h (4,096 B, 0.034 GB)
+# is kept anyway: +0.20 GB per extra kept layer (0.27 GB while y was kept, 0.44 GB when kept layers kept
+# everything). Measured on the H200 (2026-12-01): keep 48 38.22 GB peak with the default cross-entropy passes
+# (37.25 GB with ~512 MB passes, keep 44 36.44 GB); the 1.4B row keeps every layer, 1.8 GB under the 40 GB cap.
 # Llama-3.2-1B (1.18 GB a layer at 8 x 2048): keep 4 29.84 GB, keep 11 38.07 GB.
 set -uo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -43,7 +43,7 @@ mkdir -p "$out"
 #      preset        batch  tok/s target  GB target  recompute (auto)  keep (optional, default 1)
 rows=("mamba-130m    16     250000        37         0"
       "mamba-370m    8      100000        32         0"
-      "mamba-1.4b    4      40000         40         1                 44"
+      "mamba-1.4b    4      40000         40         1                 48"
       "llama-3.2-1b  8      66000         40         1                 11")
 
 names=" $(for r in "${rows[@]}"; do read -r n _ <<<"$r"; printf '%s ' "$n"; done)"

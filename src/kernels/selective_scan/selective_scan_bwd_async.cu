@@ -681,8 +681,8 @@ template <class T, bool VEC, bool HOLD, bool WRED, bool ONEBAR>
 void launch_bwd_async(BwdAsyncParams p, Device dev) {
   static const int slots = [] {
     int per_sm = 0;
-    ANVIL_GPU_CHECK(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, bwd_kernel<T, VEC, HOLD, WRED, ONEBAR, true>(),
-                                                                 kThreads, smem_bytes<T>()));
+    const auto kernel = bwd_kernel<T, VEC, HOLD, WRED, ONEBAR, true>();
+    ANVIL_GPU_CHECK(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem_bytes<T>()));
     return std::max(1, per_sm) * gpu::device_info(gpu::current_device()).compute_units;
   }();
   p.seg_tiles = gpu::ceil_div(p.nstates, bwd_segments(p.blocks, slots, p.nstates));
