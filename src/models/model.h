@@ -50,7 +50,7 @@ struct TrainOptions {
   // come right after its forward; >= the layer count: nothing recomputed. Each more kept layer costs its
   // activations less the input it keeps anyway and saves one layer forward in the backward. A model may keep
   // less than everything in a kept layer when the rest is cheap to rebuild: Mamba keeps the slim set
-  // (mamba_train.cpp; Mamba-1.4B, bf16, batch 4 x 2048: 0.30 - 0.03 = 0.27 GB a layer).
+  // (mamba_train.cpp; Mamba-1.4B, bf16, batch 4 x 2048: 0.24 - 0.03 = 0.20 GB a layer).
   int64_t keep_layers = 1;
 
   // The number of leading layers of a `layers`-deep stack that keep only their input: layers - max(keep_layers,

@@ -120,18 +120,6 @@ Tensor big(const Shape& shape, DType dt, const Ctx& ctx, uint64_t salt, float st
   return make(v, shape, dt, ctx.device);
 }
 
-// Rows per pass within a buffer budget: 512 MB at Mamba's vocabulary is 1779 rows of 6 B (bf16: f32 logits +
-// bf16 dlogits) or 2669 of 4 B (f32: dlogits share the logits), rounded down to 128; a tiny budget gives 1.
-std::vector<Check> rows_within_test(const Ctx&) {
-  std::vector<Check> out;
-  for (auto [dt, want] : {std::pair<DType, int64_t>{DType::bf16, 1664}, {DType::f32, 2560}}) {
-    const int64_t got = cross_entropy_rows_within(int64_t(512) << 20, 50280, dt);
-    out.push_back({got == want, str("rows within 512 MB, V 50280, ", dtype_name(dt), ": ", got, " (want ", want, ")")});
-  }
-  out.push_back({cross_entropy_rows_within(100, 50280, DType::bf16) == 1, "rows within 100 B: at least 1"});
-  return out;
-}
-
 std::vector<OpCase> cases() {
   std::vector<OpCase> out;
   // V never a multiple of the chunk; chunks force 2..17 passes; the last shape lets the front-end choose.
@@ -171,9 +159,6 @@ std::vector<OpCase> cases() {
   OpCase ec{"cross_entropy", "cross_entropy(errors)"};
   ec.test = error_test;
   out.push_back(ec);
-  OpCase rc{"cross_entropy", "cross_entropy_rows_within(512 MB and 100 B budgets)"};
-  rc.test = rows_within_test;
-  out.push_back(rc);
 
   // Perf: Llama-3 vocabulary (128256) at 16k tokens, C = 4096, bf16. Forward 2NVC flops; backward recomputes
   // the logits and runs two more GEMMs: 6NVC.

@@ -96,12 +96,6 @@ Tensor chunk_view(const Tensor& buf, int64_t N, int64_t vc) { return buf.slice(0
 
 }  // namespace
 
-int64_t cross_entropy_rows_within(int64_t bytes, int64_t V, DType dt) {
-  const int64_t per_value = 4 + (dt == DType::f32 ? 0 : int64_t(dtype_size(dt)));
-  int64_t r = std::max<int64_t>(1, bytes / (per_value * std::max<int64_t>(V, 1)));
-  return r > 128 ? r / 128 * 128 : r;
-}
-
 void cross_entropy_fwd(const Tensor& h, const Tensor& w, const Tensor& targets, Tensor& loss, Tensor& lse,
                        int64_t chunk) {
   const char* op = "cross_entropy_fwd";

@@ -34,10 +34,6 @@ void cross_entropy_bwd(const Tensor& dloss, const Tensor& h, const Tensor& w, co
 // chunk_rows: rows per pass (0 = choose: about 1 GB of f32 logits per pass).
 void cross_entropy_fwd_bwd(const Tensor& h, const Tensor& w, const Tensor& targets, const Tensor& dloss,
                            Tensor& loss, Tensor& dh, Tensor& dw, int64_t chunk_rows = 0);
-// Rows per cross_entropy_fwd_bwd pass whose buffers (f32 logits, and dlogits in h's dtype dt when 16-bit) take
-// about `bytes` at vocabulary V: a multiple of 128 once above 128, at least 1. Fewer rows cost one more read
-// and write of dw (V, C) f32 per extra pass.
-int64_t cross_entropy_rows_within(int64_t bytes, int64_t V, DType dt);
 
 void cross_entropy_fwd_ref(const double* h, const double* w, const int32_t* targets, double* loss, double* lse,
                            int64_t N, int64_t V, int64_t C);

@@ -34,7 +34,7 @@ float lm_loss_fwd(const Tensor& nf, const Tensor& lm_head, const Tensor& targets
 }
 
 LmLoss lm_loss_fwd_bwd(const Tensor& nf, const Tensor& lm_head, Tensor& lm_head_grad, const Tensor& targets,
-                       const Tensor& targets_host, float grad_weight, int64_t chunk_rows) {
+                       const Tensor& targets_host, float grad_weight) {
   const int64_t N = nf.size(0);
   const Device d = nf.device();
   LmLoss r;
@@ -42,7 +42,7 @@ LmLoss lm_loss_fwd_bwd(const Tensor& nf, const Tensor& lm_head, Tensor& lm_head_
   const Tensor dloss = dloss_of(targets_host, grad_weight, d, valid);
   Tensor loss = Tensor::empty({N}, DType::f32, d);
   r.dnf = Tensor::empty(nf.shape(), nf.dtype(), d);
-  cross_entropy_fwd_bwd(nf, lm_head, targets, dloss, loss, r.dnf, lm_head_grad, chunk_rows);
+  cross_entropy_fwd_bwd(nf, lm_head, targets, dloss, loss, r.dnf, lm_head_grad);
   r.mean = mean_of(loss, valid);
   return r;
 }

@@ -15,9 +15,8 @@ struct LmLoss {
 float lm_loss_fwd(const Tensor& nf, const Tensor& lm_head, const Tensor& targets, const Tensor& targets_host);
 
 // Training: the loss and its gradients in one pass (cross_entropy_fwd_bwd, which computes the logits once):
-// the mean and dnf, and d(mean * grad_weight)/d(lm_head) added into lm_head_grad (V, C) f32. chunk_rows: rows
-// per pass, 0 = cross_entropy_fwd_bwd's choice.
+// the mean and dnf, and d(mean * grad_weight)/d(lm_head) added into lm_head_grad (V, C) f32.
 LmLoss lm_loss_fwd_bwd(const Tensor& nf, const Tensor& lm_head, Tensor& lm_head_grad, const Tensor& targets,
-                       const Tensor& targets_host, float grad_weight, int64_t chunk_rows = 0);
+                       const Tensor& targets_host, float grad_weight);
 
 }  // namespace anvil

@@ -220,8 +220,8 @@ float MambaModel::loss_and_backward(const Tensor& ids_in, const Tensor& targets_
   Tensor nf = forward_hidden(ids, B, T, backward ? &acts : nullptr);
   if (!backward) return lm_loss_fwd(nf, lm_head_->weight, targets, targets_in);
   // The head's loss and gradients in one pass (the logits once): dnf = d(n_final), lm_head's grad accumulated.
-  // Default row chunks (~1.5 GB of buffers at Mamba-1.4B's 4 x 2048): smaller passes (cross_entropy_rows_within)
-  // cost 1.15 ms a step there for 0.97 GB, which the kept layers no longer need since y left the slim set.
+  // Default row chunks (~1.5 GB of buffers at Mamba-1.4B's 4 x 2048). Passes of ~512 MB measured 1.15 ms a step
+  // slower there for 0.97 GB, which the kept layers no longer need since y left the slim set.
   const LmLoss head = lm_loss_fwd_bwd(nf, lm_head_->weight, lm_head_->grad, targets, targets_in, grad_weight);
   saved_activation_bytes_ = acts.bytes();
 
@@ -245,12 +245,14 @@ float MambaModel::loss_and_backward(const Tensor& ids_in, const Tensor& targets_
     Tensor dB = E({B, N, T}, dtype_), dC = E({B, N, T}, dtype_);
     Tensor dB4 = dB.view({B, 1, N, T}), dC4 = dC.view({B, 1, N, T});
     Tensor dA = Tensor::zeros({D, N}, DType::f32, device_);  // f32, zeroed: the scan accumulates into it
-    Tensor y = E({B, D, T}, dtype_);
+    // A recomputed layer has y from its recomputed forward; the others get it from the scan's backward.
+    const bool recomputed_y = a.y.defined();
+    Tensor y = recomputed_y ? a.y : E({B, D, T}, dtype_);
     selective_scan_bwd(dy, a.xc, a.delta, ly.A, a.Bm.view({B, 1, N, T}), a.Cm.view({B, 1, N, T}),
                        ly.D_skip->weight, a.z, ly.dt_bias->weight, true, a.states, dxc, ddelta, dA, dB4, dC4,
-                       ly.D_skip->grad, dz, ly.dt_bias->grad, &y);
+                       ly.D_skip->grad, dz, ly.dt_bias->grad, recomputed_y ? nullptr : &y);
     matmul_batch_sum(dh3, y, ly.out_proj->grad, true, true, 1.f, 1.f);
-    y = Tensor();
+    y = a.y = Tensor();
     addcmul_(ly.A_log->grad, dA, ly.A);  // A = -exp(A_log): dA_log += dA * A
     // dt_proj: delta_b = W_dt dtr_b.  ddtr_b (R, T) = W_dt^T ddelta_b;  dW_dt += ddelta_b dtr_b^T.
     // x_proj: [dtr; B; C]_b = W_xp xc_b.  dxc_b += W_xp^T [ddtr; dB; dC]_b;  dW_xp += [..]_b xc_b^T, each one
