@@ -14,6 +14,8 @@
 #   scanprof ncu sections of the selective_scan backward kernels
 #   trainprof  one Mamba-130m training step split by kernel (ncu) -> train_profile.md
 #   decodesweep  batch-1 decode under several environments (SWEEP, see the step)
+#   trace    a kernel timeline of one anvil command (TRACE_CMD, default: Mamba-1.4B training at keep 48) through
+#            libkernel_trace.so -> trace.csv, summarised over its last TRACE_LAST_MS ms (tools/kernel_trace.py)
 # Logs go to $OUT (or ./gpu-logs); a short table is printed last.
 set -uo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -173,7 +175,18 @@ for step in "$@"; do
         summary+=("ringprof $f: $(grep -E 'gpu__time|dram__bytes|inst_executed|tensor_cycles' "$out/ringprof$tag.txt" |
           awk '{print $1, $NF}' | tr '\n' ';')")
       done ;;
-    *) echo "gpu_run.sh: unknown step '$step' (expected info, ops, grad, perf, unit, decode, decodesweep, scanprof, ssm, train, trainparity, graph, prof, decodeprof, skprof, ringprof, trainprof)" >&2; exit 2 ;;
+    trace)  # device busy and idle time, idle gaps by cause, kernels by time: the in-stream view ncu cannot give
+      lib="$here/.carry/lib/libkernel_trace.so"
+      if [ ! -f "$lib" ]; then summary+=("trace: no $lib (scripts/stage_gpu.sh stages it where CUPTI was found)"); continue; fi
+      cmd=${TRACE_CMD:-"bench train --model mamba-1.4b --batch 4 --seq 2048 --steps 4 --warmup 2 --recompute --keep-layers 48"}
+      tag=$(echo "$cmd" | tr -c 'a-zA-Z0-9' '_' | cut -c1-60)
+      # shellcheck disable=SC2086
+      CUDA_INJECTION64_PATH="$lib" ANVIL_TRACE_OUT="$out/trace_$tag.csv" "$bin/anvil" $cmd > "$out/trace_$tag.txt" 2>&1
+      grep -E "^RESULT|ms/token|error" "$out/trace_$tag.txt" | tail -3
+      python3 "$here/tools/kernel_trace.py" "$out/trace_$tag.csv" --last-ms "${TRACE_LAST_MS:-600}" > "$out/trace_$tag.md" 2>&1
+      cat "$out/trace_$tag.md"
+      summary+=("trace $cmd: $(head -n 1 "$out/trace_$tag.md")") ;;
+    *) echo "gpu_run.sh: unknown step '$step' (expected info, ops, grad, perf, unit, decode, decodesweep, scanprof, ssm, train, trainparity, graph, prof, decodeprof, skprof, ringprof, trainprof, trace)" >&2; exit 2 ;;
   esac
 done
 echo "==== summary ===="

@@ -12,4 +12,9 @@ for b in build-cuda/anvil build-cuda/tests/anvil_op_tests build-cuda/tests/anvil
   xz -T2 -3 -f ".carry/$(basename "$b")"
 done
 cp -L /usr/lib/x86_64-linux-gnu/libgomp.so.1 .carry/lib/
+# The kernel timeline recorder and the CUPTI it was linked with (scripts/gpu_run.sh trace).
+if [ -f build-cuda/libkernel_trace.so ]; then
+  cp build-cuda/libkernel_trace.so .carry/lib/
+  cp -L "$(ldd build-cuda/libkernel_trace.so | awk '/libcupti/ {print $3}')" .carry/lib/
+fi
 du -sh .carry

@@ -325,6 +325,15 @@ void check_contiguous(const char* op, const char* arg, const Tensor& t) {
   check_defined(op, arg, t);
   ANVIL_CHECK(t.is_contiguous(), op, str(arg, " contiguous"), t.describe() + " with strides " + shape_str(t.strides()));
 }
+void check_rows_bdl_or_dbl(const char* op, const char* arg, const Tensor& t, const Shape& shape) {
+  check_shape(op, arg, t, shape);
+  const int64_t B = shape[0], D = shape[1], L = shape[2];
+  const bool bdl = t.is_contiguous();
+  const bool dbl = t.stride(2) == 1 && t.stride(0) == L && t.stride(1) == B * L;
+  ANVIL_CHECK(bdl || dbl, op, str(arg, " with rows in (B, D, L) order (strides ", shape_str({D * L, L, 1}),
+                                  ") or (D, B, L) order (strides ", shape_str({L, B * L, 1}), ")"),
+              t.describe() + " with strides " + shape_str(t.strides()));
+}
 void check_same_device(const char* op, const Tensor& a, const char* aname, const Tensor& b, const char* bname) {
   ANVIL_CHECK(a.device() == b.device(), op, str(aname, " and ", bname, " on one device"),
               str(a.device().name(), " and ", b.device().name()));

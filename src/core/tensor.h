@@ -104,5 +104,8 @@ void check_contiguous(const char* op, const char* arg, const Tensor& t);
 void check_same_device(const char* op, const Tensor& a, const char* aname, const Tensor& b, const char* bname);
 void check_dim(const char* op, const char* arg, const Tensor& t, int ndim);
 void check_aligned(const char* op, const char* arg, const Tensor& t, size_t bytes);
+// A (B, D, L) tensor with contiguous rows of L, stored in (B, D, L) order or in (D, B, L) order (the transpose(0, 1)
+// view of a contiguous (D, B, L) buffer, whose (D, B * L) matrix a weight gradient then reads with K = B * L).
+void check_rows_bdl_or_dbl(const char* op, const char* arg, const Tensor& t, const Shape& shape);
 
 }  // namespace anvil

@@ -25,7 +25,8 @@ Inputs inputs(const S& s, DType dt, uint64_t seed) {
   return in;
 }
 
-std::vector<Check> test_case(const Ctx& ctx, DType dt, const S& s) {
+// dbl: dx is a (D, B, L) buffer seen as (B, D, L), as the Mamba backward passes it.
+std::vector<Check> test_case(const Ctx& ctx, DType dt, const S& s, bool dbl = false) {
   Inputs in = inputs(s, dt, ctx.seed);
   const Shape xs{s.B, s.D, s.L};
   Tensor tx = make(in.x, xs, dt, ctx.device), tw = make(in.w, {s.D, s.W}, DType::f32, ctx.device);
@@ -39,7 +40,9 @@ std::vector<Check> test_case(const Ctx& ctx, DType dt, const S& s) {
   // Backward; dw/dbias accumulate, so start them non-zero.
   auto dw0 = rand_normal(size_t(s.D * s.W), ctx.seed, 5, 1.f, DType::f32);
   auto db0 = rand_normal(size_t(s.D), ctx.seed, 6, 1.f, DType::f32);
-  Tensor tg = make(in.dout, xs, dt, ctx.device), tdx = Tensor::empty(xs, dt, ctx.device);
+  Tensor tg = make(in.dout, xs, dt, ctx.device);
+  Tensor tdx = dbl ? Tensor::empty({s.D, s.B, s.L}, dt, ctx.device).transpose(0, 1)
+                   : Tensor::empty(xs, dt, ctx.device);
   Tensor tdw = make(dw0, {s.D, s.W}, DType::f32, ctx.device), tdb = make(db0, {s.D}, DType::f32, ctx.device);
   causal_conv1d_bwd(tg, tx, tw, tb, s.silu, tdx, tdw, tdb);
   std::vector<double> rdx(x.size()), rdw = to_double(dw0), rdb = to_double(db0);
@@ -111,6 +114,12 @@ std::vector<OpCase> cases() {
       OpCase c{"causal_conv1d", conv_id("causal_conv1d", dt, s)};
       c.test = [=](const Ctx& ctx) { return test_case(ctx, dt, s); };
       if (dt == DType::f32 && s.B * s.D * s.L <= 600) c.grad = [=](const Ctx& ctx) { return grad_case(ctx, s); };
+      out.push_back(c);
+    }
+  for (DType dt : {DType::f32, DType::bf16})
+    for (const S& s : {S{2, 3, 7, 4, true, true}, S{3, 5, 1031, 3, true, true}, S{2, 9000, 264, 4, false, true}}) {
+      OpCase c{"causal_conv1d", conv_id("causal_conv1d", dt, s) + " dx in (D, B, L) order"};
+      c.test = [=](const Ctx& ctx) { return test_case(ctx, dt, s, /*dbl=*/true); };
       out.push_back(c);
     }
   for (DType dt : {DType::f32, DType::bf16, DType::f16})

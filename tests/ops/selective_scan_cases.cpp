@@ -67,8 +67,9 @@ Ref reference(const S& s, const Inputs& in, const std::vector<float>& dA0, const
 }
 
 // odd_states: the saved states live 4 bytes into their buffer (contiguous, but not on 16 bytes), which must take
-// the kernels' scalar state path instead of their float4 one.
-std::vector<Check> test_case(const Ctx& ctx, DType dt, const S& s, bool odd_states = false) {
+// the kernels' scalar state path instead of their float4 one. dbl: the backward's dz and out are (D, B, L)
+// buffers seen as (B, D, L), as the Mamba backward passes them.
+std::vector<Check> test_case(const Ctx& ctx, DType dt, const S& s, bool odd_states = false, bool dbl = false) {
   const Inputs in = inputs(s, dt, ctx.seed);
   const Device dev = ctx.device;
   const Shape xs{s.B, s.D, s.L}, bs{s.B, s.G, s.N, s.L}, ds{s.D};
@@ -94,10 +95,13 @@ std::vector<Check> test_case(const Ctx& ctx, DType dt, const S& s, bool odd_stat
   Tensor dA = make(dA0, {s.D, s.N}, DType::f32, dev), dB = Tensor::empty(bs, dt, dev), dC = Tensor::empty(bs, dt, dev);
   Tensor dD = s.dskip ? make(dD0, ds, DType::f32, dev) : Tensor();
   Tensor ddb = s.dbias ? make(ddb0, ds, DType::f32, dev) : Tensor();
-  Tensor dz = s.z ? Tensor::empty(xs, dt, dev) : Tensor();
+  auto grad_out = [&] {
+    return dbl ? Tensor::empty({s.D, s.B, s.L}, dt, dev).transpose(0, 1) : Tensor::empty(xs, dt, dev);
+  };
+  Tensor dz = s.z ? grad_out() : Tensor();
   // The forward's output again from the backward (`out`), except in the odd-states cases, which keep the path
   // without it covered.
-  Tensor yb = odd_states ? Tensor() : Tensor::empty(xs, dt, dev);
+  Tensor yb = odd_states ? Tensor() : grad_out();
   selective_scan_bwd(dout, u, delta, A, Bm, Cm, Dk, z, db, s.softplus, states, du, ddelta, dA, dB, dC, dD, dz, ddb,
                      odd_states ? nullptr : &yb);
 
@@ -244,7 +248,8 @@ std::vector<OpCase> cases() {
       {1, 6, 256, 64, 2, true, false, true, false}, {2, 3, 1000, 16, 1, true, true, true, true},
       {1, 2, 4096, 16, 2, true, true, true, true},  {1, 7, 513, 4, 1, false, false, false, false},
       {2, 4, 1024, 1, 2, true, true, false, true},  {1, 3, 300, 256, 1, true, true, true, true},
-      {1, 6, 64, 16, 2, false, false, true, true},  {1, 3, 1100, 32, 1, true, true, true, true}};
+      {1, 6, 64, 16, 2, false, false, true, true},  {1, 3, 1100, 32, 1, true, true, true, true},
+      {2, 4, 1001, 16, 2, true, false, true, true}};
   for (DType dt : {DType::f32, DType::bf16, DType::f16})
     for (const S& s : shapes) {
       OpCase c{"selective_scan", scan_id("selective_scan", dt, s)};
@@ -257,6 +262,15 @@ std::vector<OpCase> cases() {
     c.test = [=](const Ctx& ctx) { return test_case(ctx, DType::bf16, s, /*odd_states=*/true); };
     out.push_back(c);
   }
+  // dz and out in (D, B, L) order: the GPU's 16-state kernel (N <= 16, with a partial 16-byte pack at L = 1001),
+  // its warp kernel (N = 32) and the CPU.
+  for (DType dt : {DType::f32, DType::bf16})
+    for (const S& s : {S{2, 3, 7, 4, 1, true, true, true, true}, S{3, 5, 1000, 16, 1, true, true, true, true},
+                       S{2, 4, 1001, 16, 2, true, false, true, true}, S{2, 3, 300, 32, 1, true, true, true, true}}) {
+      OpCase c{"selective_scan", scan_id("selective_scan", dt, s) + " dz, out in (D, B, L) order"};
+      c.test = [=](const Ctx& ctx) { return test_case(ctx, dt, s, false, /*dbl=*/true); };
+      out.push_back(c);
+    }
   // Grad mode: small f32 shapes, every input.
   for (const S& s : {S{1, 2, 9, 3, 1, true, true, true, true}, S{2, 4, 6, 2, 2, true, true, false, false},
                      S{1, 3, 5, 2, 1, false, false, true, true}}) {
@@ -290,6 +304,7 @@ std::vector<OpCase> cases() {
                            dz, none, y);
       };
       Tensor big_A = f({D, 257}), odd_Bm = f({B, 3, N, L}), y16 = f({B, D, L}, DType::bf16), y_short = f({B, D, 4});
+      Tensor y_ldb = f({B, L, D}).transpose(1, 2);  // rows of L not contiguous
       return std::vector<Check>{
           expect_error("N past 256", "1 <= N <= 256", [&] {
             selective_scan_fwd(u, delta, big_A, Bm, Cm, none, none, none, true, out, states);
@@ -302,7 +317,9 @@ std::vector<OpCase> cases() {
             bwd(dz, nullptr);
           }),
           expect_error("backward out of another dtype", "out of dtype f32", [&] { bwd(none, &y16); }),
-          expect_error("backward out of another shape", "out of shape [1,4,8]", [&] { bwd(none, &y_short); })};
+          expect_error("backward out of another shape", "out of shape [1,4,8]", [&] { bwd(none, &y_short); }),
+          expect_error("backward out with strided rows", "out with rows in (B, D, L) order",
+                       [&] { bwd(none, &y_ldb); })};
     };
     out.push_back(c);
   }

@@ -54,7 +54,10 @@ void causal_conv1d_bwd(const Tensor& dout, const Tensor& x, const Tensor& w, con
   check_x(op, x);
   const int64_t D = x.size(1), W = check_weights(op, w, bias, D, x);
   check_like(op, "dout", dout, x);
-  check_like(op, "dx", dx, x);
+  // dx may also be a (D, B, L) buffer seen as (B, D, L) (the Mamba backward's in_proj gradient reads it so).
+  check_rows_bdl_or_dbl(op, "dx", dx, x.shape());
+  check_dtype(op, "dx", dx, x.dtype());
+  check_same_device(op, x, "x", dx, "dx");
   ANVIL_CHECK(dx.data_ptr() != dout.data_ptr() && dx.data_ptr() != x.data_ptr(), op,
               "dx not aliasing dout or x", "an aliased dx");
   check_shape(op, "dw", dw, {D, W});

@@ -109,7 +109,8 @@ __global__ void __launch_bounds__(kThreads) conv_bwd_span_kernel(const T* __rest
                                                                  const float* __restrict__ bias, bool silu,
                                                                  T* __restrict__ dx, float* __restrict__ dw,
                                                                  float* __restrict__ dbias, int D, int L, int64_t rows,
-                                                                 int span, int spans_per_row) {
+                                                                 int span, int spans_per_row, int64_t dx_sb,
+                                                                 int64_t dx_sd) {
   constexpr int P = gpu::Pack<T>::N, H = W - 1, WS = gpu::kWarpSize;
   static_assert(H <= P, "the halo lies within the neighbouring pack");
   const int lane = int(threadIdx.x) % WS;
@@ -213,7 +214,7 @@ __global__ void __launch_bounds__(kThreads) conv_bwd_span_kernel(const T* __rest
       for (int k = 0; k < W; k++) part[k] = fmaf(dp[i], xw[i + k], part[k]);
       part[W] += dp[i];
     }
-    if (t0 < L) store_run<T, VEC, P>(dx + row * L, t0, L, o);
+    if (t0 < L) store_run<T, VEC, P>(dx + (row / D) * dx_sb + d * dx_sd, t0, L, o);
   }
 #pragma unroll
   for (int k = 0; k <= W; k++) part[k] = gpu::warp_sum(part[k]);
@@ -314,7 +315,8 @@ void causal_conv1d_bwd_gpu(const Tensor& dout, const Tensor& x, const Tensor& w,
         auto kernel = vec ? conv_bwd_span_kernel<T, KW, true> : conv_bwd_span_kernel<T, KW, false>;
         kernel<<<unsigned(blocks), kThreads, 0, gpu::stream()>>>(dout.data<T>(), x.data<T>(), w.data<float>(),
                                                                  opt(bias), silu, dx.data<T>(), dw.data<float>(),
-                                                                 opt_mut(dbias), D, int(L), rows, span, spans);
+                                                                 opt_mut(dbias), D, int(L), rows, span, spans,
+                                                                 dx.stride(0), dx.stride(1));
         ANVIL_LAUNCH_CHECK();
       });
   });

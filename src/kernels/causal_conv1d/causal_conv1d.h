@@ -6,7 +6,9 @@
 //
 // Layout (decided for the whole Mamba path): channel-major, like mamba_ssm and causal_conv1d —
 //   x, out, dx, dout: (B, D, L), contiguous: each channel's sequence is contiguous, so the conv and the
-//   selective scan read runs of consecutive timesteps with 16-byte loads.
+//   selective scan read runs of consecutive timesteps with 16-byte loads. dx may instead be stored in (D, B, L)
+//   order (the transpose(0, 1) view of a contiguous (D, B, L) buffer): the Mamba backward then takes in_proj's
+//   weight gradient from it as one product with K = B * L.
 //   w, dw: (D, W) f32 (HF's conv1d.weight (D, 1, W) viewed as (D, W));  bias, dbias: (D) f32.
 //   W in {2, 3, 4}; anything else is an error (the GPU unrolls over W).
 // Dtypes:  x, out, dout, dx in f32/bf16/f16 (all the same); w, bias, dw, dbias f32 (tiny: D*W values).

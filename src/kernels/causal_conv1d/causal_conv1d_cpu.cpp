@@ -42,8 +42,8 @@ void fwd(const T* x, const float* w, const float* bias, bool silu, T* out, int64
 }
 
 template <class T>
-void bwd(const T* dout, const T* x, const float* w, const float* bias, bool silu, T* dx, float* dw, float* dbias,
-         int64_t B, int64_t D, int64_t L, int W) {
+void bwd(const T* dout, const T* x, const float* w, const float* bias, bool silu, T* dx, int64_t dx_sb,
+         int64_t dx_sd, float* dw, float* dbias, int64_t B, int64_t D, int64_t L, int W) {
 #pragma omp parallel
   {
     std::vector<float> pre(static_cast<size_t>(L)), dpre(static_cast<size_t>(L));
@@ -52,7 +52,7 @@ void bwd(const T* dout, const T* x, const float* w, const float* bias, bool silu
       const float* wd = w + d * W;
       float dwl[4] = {0, 0, 0, 0}, dbl = 0;
       for (int64_t b = 0; b < B; b++) {
-        const int64_t row = (b * D + d) * L;
+        const int64_t row = (b * D + d) * L, dxr = b * dx_sb + d * dx_sd;
         if (silu) channel_pre(x + row, wd, bias ? bias[d] : 0.f, L, W, pre.data());
         for (int64_t t = 0; t < L; t++) {
           float g = to_f32(dout[row + t]);
@@ -69,7 +69,7 @@ void bwd(const T* dout, const T* x, const float* w, const float* bias, bool silu
             int64_t dst = t + (W - 1) - k;
             if (dst < L) s += wd[k] * dpre[size_t(dst)];
           }
-          dx[row + t] = from_f32<T>(s);
+          dx[dxr + t] = from_f32<T>(s);
           for (int k = 0; k < W; k++) {
             int64_t src = t - (W - 1) + k;
             if (src >= 0) dwl[k] += dpre[size_t(t)] * to_f32(x[row + src]);
@@ -111,7 +111,8 @@ void causal_conv1d_bwd_cpu(const Tensor& dout, const Tensor& x, const Tensor& w,
                            Tensor& dx, Tensor& dw, Tensor& dbias) {
   ANVIL_DISPATCH_FLOAT(x.dtype(), T,
                        bwd<T>(dout.data<T>(), x.data<T>(), w.data<float>(), opt(bias), silu, dx.data<T>(),
-                              dw.data<float>(), opt_mut(dbias), x.size(0), x.size(1), x.size(2), int(w.size(1))));
+                              dx.stride(0), dx.stride(1), dw.data<float>(), opt_mut(dbias), x.size(0), x.size(1),
+                              x.size(2), int(w.size(1))));
 }
 void causal_conv1d_update_cpu(const Tensor& x, Tensor& conv_state, const Tensor& w, const Tensor& bias, bool silu,
                               Tensor& out) {

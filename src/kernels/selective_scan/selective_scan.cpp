@@ -86,11 +86,18 @@ void selective_scan_bwd(const Tensor& dout, const Tensor& u, const Tensor& delta
   check_like(op, "dC", dC, Bm, "Bm");
   check_opt_grad(op, "dD", dD, D_skip, "D_skip", {D}, u);
   check_opt_grad(op, "ddelta_bias", ddelta_bias, delta_bias, "delta_bias", {D}, u);
-  if (z.defined()) check_like(op, "dz", dz, u, "u");
+  // dz and out may also be (D, B, L) buffers seen as (B, D, L): the Mamba backward's weight gradients then read
+  // them as (D, B * L) matrices, one product with K = B * L instead of B products.
+  auto check_rows_like_u = [&](const char* name, const Tensor& t) {
+    check_rows_bdl_or_dbl(op, name, t, u.shape());
+    check_dtype(op, name, t, u.dtype());
+    check_same_device(op, u, "u", t, name);
+  };
+  if (z.defined()) check_rows_like_u("dz", dz);
   else ANVIL_CHECK(!dz.defined(), op, "dz undefined when z is absent", dz.describe());
   Tensor no_out;
   Tensor& y = out ? *out : no_out;
-  if (out) check_like(op, "out", *out, u, "u");
+  if (out) check_rows_like_u("out", *out);
   if (u.device().is_cpu())
     return selective_scan_bwd_cpu(dout, u, delta, A, Bm, Cm, D_skip, z, delta_bias, delta_softplus, states, du,
                                   ddelta, dA, dB, dC, dD, dz, ddelta_bias, y);

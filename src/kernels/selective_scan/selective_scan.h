@@ -9,6 +9,8 @@
 // Shapes (channel-major, like causal_conv1d: each channel's sequence contiguous):
 //   u, delta, z, out, du, ddelta, dz, dout: (B, D, L);  A, dA: (D, N);  Bm, Cm, dB, dC: (B, G, N, L), G | D;
 //   D_skip, dD, delta_bias, ddelta_bias: (D);  states: (B, D, selective_scan_states(L, N), N);  1 <= N <= 256.
+//   The backward's dz and out may instead be stored in (D, B, L) order (transpose(0, 1) of a contiguous (D, B, L)
+//   buffer): out_proj's and in_proj's weight gradients then read them as (D, B * L), one product each.
 // Dtypes:  u, delta, Bm, Cm, z, out and every gradient of them in one of f32/bf16/f16 (the same);
 //          A, D_skip, delta_bias, states, dA, dD, ddelta_bias in f32. A is real (Mamba-1).
 // Optional inputs (D_skip, z, delta_bias) are undefined tensors (Tensor()) when absent; their gradients must
@@ -62,6 +64,16 @@ void selective_scan_bwd(const Tensor& dout, const Tensor& u, const Tensor& delta
 void selective_state_update(Tensor& state, const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor& Bm,
                             const Tensor& Cm, const Tensor& D_skip, const Tensor& z, const Tensor& dt_bias,
                             bool dt_softplus, Tensor& out);
+
+// Batch and channel strides (elements) of a (B, D, L) output in either row order check_rows_bdl_or_dbl allows;
+// those of `like` (contiguous) when t is undefined.
+struct RowStrides {
+  int64_t b, d;
+};
+inline RowStrides row_strides(const Tensor& t, const Tensor& like) {
+  const Tensor& s = t.defined() ? t : like;
+  return {s.stride(0), s.stride(1)};
+}
 
 // Sizes of one call, shared by the reference and the backends.
 struct ScanDims {
