@@ -123,6 +123,7 @@ __global__ void __launch_bounds__(kThreads) conv_bwd_span_kernel(const T* __rest
   if (c_begin >= c_end) return;
   const T* xr = x + row * L;
   const T* gr = dout + row * L;
+  T* const dxr = dx + (row / D) * dx_sb + d * dx_sd;  // (B, D, L) or (D, B, L) order (causal_conv1d.h)
   float wk[W];
 #pragma unroll
   for (int k = 0; k < W; k++) wk[k] = w[d * W + k];
@@ -214,7 +215,7 @@ __global__ void __launch_bounds__(kThreads) conv_bwd_span_kernel(const T* __rest
       for (int k = 0; k < W; k++) part[k] = fmaf(dp[i], xw[i + k], part[k]);
       part[W] += dp[i];
     }
-    if (t0 < L) store_run<T, VEC, P>(dx + (row / D) * dx_sb + d * dx_sd, t0, L, o);
+    if (t0 < L) store_run<T, VEC, P>(dxr, t0, L, o);
   }
 #pragma unroll
   for (int k = 0; k <= W; k++) part[k] = gpu::warp_sum(part[k]);
