@@ -42,12 +42,13 @@ build-hip: setup
 	    -DCMAKE_CXX_COMPILER=$$hip_cxx >/dev/null && cmake --build build-hip -j $(JOBS) $(HIP_TARGET); fi
 
 # CI has no GPU, so it compiles without linking:
-# - CUDA: every kernel source (.cu), and the host .cpp files with GPU-only code (#ifdef ANVIL_HAS_GPU /
-#   ANVIL_CUDA / ANVIL_HIP: the kernels' dispatch, the inference linear layer, ...), which the CPU build never
-#   sees. Its host compiler is the CPU build's g++, so the other .cpp files would only be compiled again.
+# - CUDA: every kernel source (.cu), the kernel timeline recorder (tools/kernel_trace, where CUPTI is found), and
+#   the host .cpp files with GPU-only code (#ifdef ANVIL_HAS_GPU / ANVIL_CUDA / ANVIL_HIP: the kernels' dispatch,
+#   the inference linear layer, ...), which the CPU build never sees. Its host compiler is the CPU build's g++,
+#   so the other .cpp files would only be compiled again.
 # - HIP: every source of the library and the CLI (~4 min on two cores). Its host compiler is clang 15, which
 #   rejects code g++ takes (a structured binding captured by a lambda got through before this).
-GPU_OBJECTS = $$(ninja -C $(1) -t targets all | grep -o '^[^:]*\.cu\.o' | sort -u) \
+GPU_OBJECTS = $$(ninja -C $(1) -t targets all | grep -oE '^[^:]*(\.cu\.o|kernel_trace\.cpp\.o)' | sort -u) \
   $$(grep -rlE 'ANVIL_HAS_GPU|ANVIL_CUDA|ANVIL_HIP' src --include='*.cpp' | sed 's|^|CMakeFiles/anvil.dir/|; s|$$|.o|')
 ALL_OBJECTS = $$(ninja -C $(1) -t targets all | grep -o '^[^:]*\.o' | grep -v '^tests/' | sort -u)
 compile-cuda: setup
