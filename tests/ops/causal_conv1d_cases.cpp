@@ -131,6 +131,18 @@ std::vector<OpCase> cases() {
       out.push_back(c);
     }
   {
+    // dx in an order other than (B, D, L) or (D, B, L): its rows are not contiguous, so a clear error.
+    OpCase c{"causal_conv1d", "causal_conv1d_bwd(f32,[2,3,8],W=4) rejects dx with strided rows"};
+    c.test = [](const Ctx& ctx) {
+      auto f = [&](const Shape& sh) { return Tensor::zeros(sh, DType::f32, ctx.device); };
+      Tensor x = f({2, 3, 8}), g = f({2, 3, 8}), w = f({3, 4}), dw = f({3, 4});
+      Tensor dx = f({2, 8, 3}).transpose(1, 2), no_bias;
+      return std::vector<Check>{expect_error("dx with strided rows", "dx with rows in (B, D, L) order",
+                                             [&] { causal_conv1d_bwd(g, x, w, no_bias, true, dx, dw, no_bias); })};
+    };
+    out.push_back(c);
+  }
+  {
     // An unsupported width is a clear error, never a crash.
     OpCase c{"causal_conv1d", "causal_conv1d_fwd(f32,[1,2,8],W=5) rejects W=5"};
     c.test = [](const Ctx& ctx) {

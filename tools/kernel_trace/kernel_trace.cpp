@@ -99,11 +99,20 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   std::free(buffer);
 }
 
+// At exit a failure can only be reported: the records already written stay.
+void warn_if(CUptiResult r, const char* what) {
+  if (r == CUPTI_SUCCESS) return;
+  const char* msg = nullptr;
+  cuptiGetResultString(r, &msg);
+  std::fprintf(stderr, "kernel_trace: %s failed at exit: %s (the CSV may lack the last records)\n", what,
+               msg ? msg : "unknown CUPTI error");
+}
+
 void at_exit() {
-  cuptiActivityFlushAll(1);
+  warn_if(cuptiActivityFlushAll(1), "cuptiActivityFlushAll");
   std::lock_guard<std::mutex> lock(g_mu);
   size_t dropped = 0;
-  cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped);
+  warn_if(cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped), "cuptiActivityGetNumDroppedRecords");
   if (dropped) std::fprintf(stderr, "kernel_trace: CUPTI dropped %zu records\n", dropped);
   if (g_out) std::fclose(g_out);
   g_out = nullptr;

@@ -31,21 +31,6 @@ void check_buffers(const char* op, const std::string& prefix, const Tensor& para
   }
 }
 
-// check_buffers' conditions without naming anything: the multi-tensor front-ends run every step over hundreds of
-// tensors (390 at Mamba-1.4B) while the GPU waits for the launch, so they format argument names only for a tensor
-// that fails. (The wait before AdamW's launch, 0.5-0.9 ms in tools/kernel_trace.py, was not this formatting: it
-// stayed the same without it.)
-bool buffers_ok(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const Tensor& param_out) {
-  if (!param.defined() || param.dtype() != DType::f32 || !param.is_contiguous()) return false;
-  auto like = [&](const Tensor& t) {
-    return t.defined() && t.shape() == param.shape() && t.is_contiguous() && t.device() == param.device();
-  };
-  if (!like(grad) || !like(m) || !like(v)) return false;
-  if (grad.dtype() != DType::f32 || m.dtype() != DType::f32 || v.dtype() != DType::f32) return false;
-  return !param_out.defined() ||
-         (like(param_out) && (param_out.dtype() == DType::bf16 || param_out.dtype() == DType::f16));
-}
-
 void check_weight_decay(const char* op, const std::string& what, float wd) {
   ANVIL_CHECK(std::isfinite(wd) && wd >= 0, op, str("a finite ", what, " >= 0"), wd);
 }
@@ -82,9 +67,6 @@ void adamw_step_multi(std::vector<AdamWTensor>& ts, const AdamWParams& p) {
               p.weight_decay);
   for (size_t i = 0; i < ts.size(); i++) {
     const AdamWTensor& t = ts[i];
-    if (buffers_ok(t.param, t.grad, t.m, t.v, t.param_out) && std::isfinite(t.weight_decay) && t.weight_decay >= 0 &&
-        t.param.device() == ts[0].param.device())
-      continue;
     const std::string prefix = str("ts[", i, "].");
     check_buffers(op, prefix, t.param, t.grad, t.m, t.v, t.param_out);
     check_weight_decay(op, prefix + "weight_decay", t.weight_decay);
@@ -102,9 +84,7 @@ void grad_sum_squares_multi(const std::vector<Tensor>& xs, Tensor& out) {
   check_dtype(op, "out", out, DType::f32);
   ANVIL_CHECK(!xs.empty(), op, "at least one tensor", "an empty list");
   for (size_t i = 0; i < xs.size(); i++) {
-    const Tensor& x = xs[i];
-    if (x.defined() && x.dtype() == DType::f32 && x.is_contiguous() && x.device() == out.device()) continue;
-    const std::string arg = str("xs[", i, "]");  // named only for a tensor that fails (see buffers_ok)
+    const std::string arg = str("xs[", i, "]");
     check_dtype(op, arg.c_str(), xs[i], DType::f32);
     check_contiguous(op, arg.c_str(), xs[i]);
     check_same_device(op, out, "out", xs[i], arg.c_str());
@@ -119,8 +99,7 @@ void zero_multi(const std::vector<Tensor>& xs) {
   const char* op = "zero_multi";
   ANVIL_CHECK(!xs.empty(), op, "at least one tensor", "an empty list");
   for (size_t i = 0; i < xs.size(); i++) {
-    if (xs[i].defined() && xs[i].is_contiguous() && xs[i].device() == xs[0].device()) continue;
-    const std::string arg = str("xs[", i, "]");  // named only for a tensor that fails (see buffers_ok)
+    const std::string arg = str("xs[", i, "]");
     check_contiguous(op, arg.c_str(), xs[i]);
     if (i > 0) check_same_device(op, xs[0], "xs[0]", xs[i], arg.c_str());
   }

@@ -43,7 +43,7 @@ struct ScanBwdParams : ScanParams {
   float *dA, *dD, *ddelta_bias;
   float *dB, *dC;  // f32 accumulators (B, G, N, L), zeroed by the host
   void* y;         // the forward's output, recomputed (optional)
-  int64_t z_sb, z_sd, y_sb, y_sd;  // batch and channel strides of dz and y: (B, D, L) or (D, B, L) order
+  RowStrides z_rows, y_rows;  // where dz's and y's rows start: (B, D, L) or (D, B, L) order
 };
 
 // Which channel this warp owns. Warps past the end of their group still run (block barriers need every warp)

@@ -66,9 +66,10 @@ void selective_state_update(Tensor& state, const Tensor& x, const Tensor& dt, co
                             bool dt_softplus, Tensor& out);
 
 // Batch and channel strides (elements) of a (B, D, L) output in either row order check_rows_bdl_or_dbl allows;
-// those of `like` (contiguous) when t is undefined.
+// those of `like` (contiguous) when t is undefined. at(b, d): where row (b, d) starts.
 struct RowStrides {
   int64_t b, d;
+  ANVIL_HD int64_t at(int64_t bi, int64_t di) const { return bi * b + di * d; }
 };
 inline RowStrides row_strides(const Tensor& t, const Tensor& like) {
   const Tensor& s = t.defined() ? t : like;

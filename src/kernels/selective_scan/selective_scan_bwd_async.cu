@@ -89,7 +89,7 @@ struct BwdAsyncParams {
   const void *u, *delta, *Bm, *Cm, *z, *dout;
   void *du, *ddelta, *dz;
   void* y;  // the forward's output, recomputed (optional)
-  int64_t z_sb, z_sd, y_sb, y_sd;  // batch and channel strides of dz and y: (B, D, L) or (D, B, L) order
+  RowStrides z_rows, y_rows;  // where dz's and y's rows start: (B, D, L) or (D, B, L) order
   const float *A, *D_skip, *delta_bias;
   const float* states;                     // (B, D, nstates, N): h after each tile
   float *dA, *dD, *ddelta_bias, *dB, *dC;  // dB, dC: f32 accumulators (B, G, N, L), zeroed by the host
@@ -436,8 +436,8 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
         const int64_t r = row_of(sc) * L, t0 = tt + sp * P, c = chan_of(sc);
         store_pack_at<T, VEC>(static_cast<T*>(p.du) + r, t0, L, pu);
         store_pack_at<T, VEC>(static_cast<T*>(p.ddelta) + r, t0, L, pd);
-        if (p.dz) store_pack_at<T, VEC>(static_cast<T*>(p.dz) + b * p.z_sb + c * p.z_sd, t0, L, pz);
-        if (p.y) store_pack_at<T, VEC>(static_cast<T*>(p.y) + b * p.y_sb + c * p.y_sd, t0, L, py);
+        if (p.dz) store_pack_at<T, VEC>(static_cast<T*>(p.dz) + p.z_rows.at(b, c), t0, L, pz);
+        if (p.y) store_pack_at<T, VEC>(static_cast<T*>(p.y) + p.y_rows.at(b, c), t0, L, py);
       }
     };
     // h entering tile kt: the saved state after tile kt - 1, zero before the sequence.
@@ -736,8 +736,7 @@ bool selective_scan_bwd_async_gpu(int variant, const Tensor& dout, const Tensor&
   // dz is written only when z is given (the front-end requires it then).
   p.dz = z.defined() && dz.defined() ? dz.data_ptr() : nullptr;
   p.y = out.defined() ? out.data_ptr() : nullptr;
-  const RowStrides zs = row_strides(dz, u), ys = row_strides(out, u);
-  p.z_sb = zs.b, p.z_sd = zs.d, p.y_sb = ys.b, p.y_sd = ys.d;
+  p.z_rows = row_strides(dz, u), p.y_rows = row_strides(out, u);
   p.A = A.data<float>();
   p.D_skip = D_skip.defined() ? D_skip.data<float>() : nullptr;
   p.delta_bias = delta_bias.defined() ? delta_bias.data<float>() : nullptr;

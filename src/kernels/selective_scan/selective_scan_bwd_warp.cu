@@ -145,11 +145,11 @@ __device__ __forceinline__ void bwd_chunk(const ScanBwdParams& p, const Channel&
       zv[i] = go[i];
     }
   }
-  if (ch.valid && p.y) store_items<T, VEC, FULL>(static_cast<T*>(p.y) + ch.b * p.y_sb + ch.d * p.y_sd, t0, L, y);
+  if (ch.valid && p.y) store_items<T, VEC, FULL>(static_cast<T*>(p.y) + p.y_rows.at(ch.b, ch.d), t0, L, y);
   if (ch.valid) {
     store_items<T, VEC, FULL>(static_cast<T*>(p.ddelta) + base, t0, L, raw);
     store_items<T, VEC, FULL>(static_cast<T*>(p.du) + base, t0, L, uv);
-    if (z) store_items<T, VEC, FULL>(static_cast<T*>(p.dz) + ch.b * p.z_sb + ch.d * p.z_sd, t0, L, zv);
+    if (z) store_items<T, VEC, FULL>(static_cast<T*>(p.dz) + p.z_rows.at(ch.b, ch.d), t0, L, zv);
   }
 }
 
@@ -199,8 +199,7 @@ void selective_scan_bwd_gpu(const Tensor& dout, const Tensor& u, const Tensor& d
   p.ddelta = ddelta.data_ptr();
   p.dz = dz.defined() ? dz.data_ptr() : nullptr;
   p.y = out.defined() ? out.data_ptr() : nullptr;
-  const RowStrides zs = row_strides(dz, u), ys = row_strides(out, u);
-  p.z_sb = zs.b, p.z_sd = zs.d, p.y_sb = ys.b, p.y_sd = ys.d;
+  p.z_rows = row_strides(dz, u), p.y_rows = row_strides(out, u);
   p.dA = dA.data<float>();
   p.dD = opt_mut<float>(dD);
   p.ddelta_bias = opt_mut<float>(ddelta_bias);

@@ -69,7 +69,7 @@ struct Grads {
   T *du, *ddelta, *dB, *dC, *dz;
   float *dA, *dD, *ddelta_bias;
   T* out;  // the forward's output, recomputed (optional)
-  int64_t z_sb, z_sd, y_sb, y_sd;  // batch and channel strides of dz and out: (B, D, L) or (D, B, L) order
+  RowStrides z_rows, y_rows;  // where dz's and out's rows start: (B, D, L) or (D, B, L) order
 };
 
 template <class T>
@@ -86,7 +86,7 @@ void bwd(const Args<T>& a, const T* dout, const Grads<T>& gr) {
       const int64_t g = d / per_group;
       for (int64_t b = 0; b < s.B; b++) {
         const int64_t base = (b * s.D + d) * L, bc = (b * s.G + g) * N * L;
-        const int64_t zr = b * gr.z_sb + d * gr.z_sd, yr = b * gr.y_sb + d * gr.y_sd;
+        const int64_t zr = gr.z_rows.at(b, d), yr = gr.y_rows.at(b, d);
         const T* Bg = a.Bm + bc;
         const T* Cg = a.Cm + bc;
         for (int64_t t = 0; t < L; t++) {
@@ -171,10 +171,9 @@ void selective_scan_bwd_cpu(const Tensor& dout, const Tensor& u, const Tensor& d
                             Tensor& ddelta_bias, Tensor& out) {
   (void)states;  // the CPU keeps every state of a channel instead (see the top of this file)
   ANVIL_DISPATCH_FLOAT(u.dtype(), T, {
-    const RowStrides zs = row_strides(dz, u), ys = row_strides(out, u);
     Grads<T> g{du.data<T>(),       ddelta.data<T>(),  dB.data<T>(),         dC.data<T>(), opt_mut<T>(dz),
                dA.data<float>(), opt_mut<float>(dD), opt_mut<float>(ddelta_bias), opt_mut<T>(out),
-               zs.b,             zs.d,               ys.b,                        ys.d};
+               row_strides(dz, u), row_strides(out, u)};
     bwd<T>(args<T>(u, delta, A, Bm, Cm, D_skip, z, delta_bias, delta_softplus), dout.data<T>(), g);
   });
 }

@@ -105,9 +105,9 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, kMinThreadsPerSM / (kCB * Q)) scan_
   constexpr int KC = kCB * PPC / kThreads;     // channel packs per thread and tensor
   constexpr int NBC = 2 * kNP * PPC;           // Bm and Cm packs per tile
   constexpr int KB = (NBC + kThreads - 1) / kThreads;
-  // Bm/Cm pack m of a tile: state m % 16, Bm or Cm by bit 4, step pack m / 32. Each 32 consecutive threads (a
-  // warp, or half a 64-wide wavefront) then stage one step pack of all 16 states of both: for each step, 32
-  // different banks of one BC row (conflict-free);
+  // Bm/Cm pack m of a tile: state m % 16, Bm or Cm by bit 4, step pack m / 32. Each 2 * kNP = 32 consecutive
+  // threads (a warp, or half a 64-wide wavefront) then stage one step pack of all 16 states of both: for each
+  // step, 32 different banks of one BC row (conflict-free);
   // packs along time per lane (the earlier map) put 4 lanes on each bank, 5.2-way store conflicts by ncu.
   auto bc_state = [](int m) { return m % kNP; };
   auto bc_is_c = [](int m) { return (m / kNP) % 2; };
