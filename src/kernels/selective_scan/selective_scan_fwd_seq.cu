@@ -95,8 +95,14 @@ __device__ __forceinline__ void fold_lanes(float* v, int lane, int& off) {
 // every lane of a warp reads the same Bm/Cm float4 per step — a broadcast, 2.7 clocks of the shared-memory pipe
 // per LDS.128 against 4.2 when a warp reads 4 distinct float4 (bench/smem_probe.cu on the H200) — and the y
 // partials of the Q groups meet in shared memory at the tile's output instead of in a shuffle tree per step.
+// Blocks per SM the register budget must allow: 5 of 128 threads (<= 102 registers, the 640 above). Blocks of 64
+// (Q = 2: 8 states per lane) hold twice the state per lane; at 10 of them (102 registers) variant 7 spilled
+// 168-216 B and took 823 µs, so they get 6 (<= 168 registers; 156 used, no spill), still more than the 4.85
+// blocks per SM of the target shape. Measured with that budget: 370 µs against variant 5's 341 (thirteenth round).
+constexpr int seq_min_blocks(int threads) { return threads == 128 ? kMinThreadsPerSM / 128 : 6; }
+
 template <class T, bool VEC, int Q, int POLY, bool SPLIT>
-__global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, kMinThreadsPerSM / (kCB * Q)) scan_fwd_seq_kernel(SeqParams p) {
+__global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, seq_min_blocks(kCB * Q)) scan_fwd_seq_kernel(SeqParams p) {
   constexpr int S = kNP / Q;                   // states per lane
   constexpr int YQ = SPLIT ? Q : 1;            // partial y rows per channel in shared memory
   constexpr int kThreads = kCB * Q;            // 128 (Q = 4) or 64 (Q = 2)
