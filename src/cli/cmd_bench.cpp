@@ -41,6 +41,10 @@ int run_decode(const BenchDecodeOptions& o) {
   if (r.device_ms > 0)
     std::printf("on device  %.3f ms/step median between events before and after the step (the rest is host time)\n",
                 r.device_ms);
+  if (r.loop_ms > 0)
+    std::printf("loop       %.3f ms/step over %d steps of a generation loop (greedy on the device, no wait between "
+                "steps), %.1f tokens/s, %.1f%% of the floor\n",
+                r.loop_ms, r.loop_tokens, 1e3 * o.bench.batch / r.loop_ms, 100.0 * floor_ms / r.loop_ms);
   std::printf("floor      %.3f GB of weights per step at %.2f TB/s (%s) = %.3f ms\n", 1e-9 * double(r.weight_bytes),
               1e-12 * bw, o.bandwidth_tbs > 0 ? "given" : "measured: 1 GiB device copy", floor_ms);
   std::printf("efficiency %.1f%% of the floor (weights only; KV cache reads not counted)\n",

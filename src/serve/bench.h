@@ -27,6 +27,12 @@ struct DecodeBenchResult {
   double tokens_per_s = 0;      // B / median step time
   int64_t weight_bytes = 0;     // read per step, see decode_weight_bytes
   std::string decode_path;      // InferState::decode_path after the run
+  // The generation loop: greedy picks on the device feeding the next step, a step ahead of the host
+  // (greedy_pipe.h), timed over `loop_tokens` steps after kLoopWarmup; wall ms per step. 0 when not run
+  // (tokens < kLoopWarmup + 2).
+  static constexpr int kLoopWarmup = 3;
+  double loop_ms = 0;
+  int loop_tokens = 0;
 };
 
 DecodeBenchResult bench_decode(CausalLM& model, const DecodeBenchConfig& cfg);

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "serve/greedy_pipe.h"
 
 namespace anvil {
 
@@ -119,48 +120,82 @@ GenerationResult generate(CausalLM& model, const Detokenizer& detok, const std::
     emit(text, false);
   }
 
-  Sampler sampler(cfg.sampling, cfg.seed);
   std::vector<int32_t> history;
   if (cfg.repetition_includes_prompt) history = prompt;
   StopStringFilter filter(cfg.stop_strings);
   Tensor logits = Tensor::empty({1, V}, DType::f32, model.device());
-  std::vector<float> buf;
 
-  auto t0 = Clock::now();
-  model.step(*state, ids_tensor(prompt.data(), P, model.device()), logits);
-  std::span<const float> row = host_row(logits, buf);
-  res.stats.prefill_ms = ms_since(t0);
-
-  bool done = false;
-  while (!done) {
+  // Takes token id as generated; true when generation ends with it.
+  auto accept = [&](int32_t id) {
     auto ts = Clock::now();
-    const int32_t id = sampler.sample(row, history);
     res.ids.push_back(id);
     history.push_back(id);
     const int64_t n = int64_t(res.ids.size());
+    bool done = true;
     if (cfg.stop_at_eos && id == info.eos_id) {
       res.stop = StopReason::eos;
-      done = true;
     } else if (std::find(cfg.stop_ids.begin(), cfg.stop_ids.end(), id) != cfg.stop_ids.end()) {
       res.stop = StopReason::stop_id;
-      done = true;
     } else {
       emit(filter.push(detok.push(id)), true);
       if (filter.matched()) {
         res.stop = StopReason::stop_string;
-        done = true;
       } else if (n >= budget) {
         res.stop = n >= cfg.max_new_tokens ? StopReason::max_tokens : StopReason::context;
-        done = true;
+      } else {
+        done = false;
       }
     }
     res.stats.sample_ms += ms_since(ts);
-    if (done) break;
+    return done;
+  };
 
-    auto td = Clock::now();
-    model.step(*state, ids_tensor(&id, 1, model.device()), logits);
-    row = host_row(logits, buf);
-    res.stats.decode_ms += ms_since(td);
+  auto t0 = Clock::now();
+  if (cfg.sampling.is_greedy() && cfg.sampling.repetition_penalty == 1.f) {
+    // Greedy picks on the model's device (greedy_pipe.h). On a GPU the loop runs one step ahead: step k + 1 is
+    // enqueued before token k is read back, so the host's work on token k overlaps the device's step. When
+    // token k ends generation, step k + 1 has run for nothing; the state is dropped with it. On the CPU a step
+    // is synchronous, so nothing runs ahead and no step is wasted.
+    const bool ahead = !model.device().is_cpu();
+    GreedyPipe pipe(model.device(), 1);
+    model.step(*state, ids_tensor(prompt.data(), P, model.device()), logits);
+    pipe.pick(logits);
+    Clock::time_point first;
+    for (int64_t k = 0;; k++) {
+      const bool more = k + 1 < budget;  // a token k + 1 can follow token k
+      if (ahead && more) {
+        model.step(*state, pipe.ids(), logits);
+        pipe.pick(logits);
+      }
+      const int32_t id = pipe.take()[0];
+      if (k == 0) {
+        res.stats.prefill_ms = ms_since(t0);
+        first = Clock::now();
+      } else {
+        res.stats.decode_ms = ms_since(first);  // token 0 to token k, host work overlapped
+      }
+      if (accept(id)) break;
+      if (!ahead) {
+        model.step(*state, pipe.ids(), logits);
+        pipe.pick(logits);
+      }
+    }
+  } else {
+    Sampler sampler(cfg.sampling, cfg.seed);
+    std::vector<float> buf;
+    model.step(*state, ids_tensor(prompt.data(), P, model.device()), logits);
+    std::span<const float> row = host_row(logits, buf);
+    res.stats.prefill_ms = ms_since(t0);
+    while (true) {
+      auto ts = Clock::now();
+      const int32_t id = sampler.sample(row, history);
+      res.stats.sample_ms += ms_since(ts);
+      if (accept(id)) break;
+      auto td = Clock::now();
+      model.step(*state, ids_tensor(&id, 1, model.device()), logits);
+      row = host_row(logits, buf);
+      res.stats.decode_ms += ms_since(td);
+    }
   }
   if (!filter.matched()) {
     emit(filter.push(detok.flush()), true);

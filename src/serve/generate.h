@@ -43,7 +43,10 @@ struct GenerationStats {
   int64_t prompt_tokens = 0;
   int64_t new_tokens = 0;        // sampled tokens, the stop token included
   double prefill_ms = 0;         // the prompt's step call + the first logits on the host
-  double decode_ms = 0;          // the one-token steps (new_tokens - 1 of them)
+  // The one-token steps (new_tokens - 1 of them). Greedy without a repetition penalty picks on the device and,
+  // on a GPU, runs a step ahead: decode_ms is then the wall time from the first token to the last, with the
+  // host's work overlapped; otherwise the steps' time alone.
+  double decode_ms = 0;
   double sample_ms = 0;          // host sampling + detokenizing, all steps
   double decode_ms_per_token() const { return new_tokens > 1 ? decode_ms / double(new_tokens - 1) : 0; }
   double decode_tokens_per_s() const { return decode_ms > 0 ? 1e3 * double(new_tokens - 1) / decode_ms : 0; }

@@ -5,6 +5,7 @@
 // device against ids fed from the host.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include "models/llama/llama.h"
 #include "io/hf_config.h"
 #include "parity_util.h"
+#include "serve/generate.h"
 
 namespace anvil {
 namespace {
@@ -71,6 +73,32 @@ TEST(LlamaGraph, DeviceIdsEqualHostIds) {
     EXPECT_EQ(host[s], dev[s]) << "decode step " << s << ", device ids";
     EXPECT_EQ(host[s], mixed[s]) << "decode step " << s << ", host and device ids alternating";
   }
+}
+
+// generate() with greedy sampling picks on the device and runs a step ahead of the host (greedy_pipe.h); the host
+// loop above downloads each logits row and takes its argmax. Same steps, same picks.
+TEST(LlamaGraph, PipelinedGreedyEqualsHostArgmax) {
+  if (!gpu_available()) GTEST_SKIP() << "no GPU";
+  auto m = small_model(4, 2, 64, 13);
+  const int64_t V = m->info().vocab;
+  const int steps = 12;
+  const auto rows = decode_logits(*m, steps);
+  std::vector<int32_t> expect;
+  for (const auto& r : rows) expect.push_back(int32_t(parity::argmax(r, 0, size_t(V))));
+  GenerationConfig c;
+  c.max_new_tokens = steps;
+  c.sampling.greedy = true;
+  c.stop_at_eos = false;
+  Detokenizer detok{[](int32_t) { return std::string(); }, [] { return std::string(); }};
+  const GenerationResult r = generate(*m, detok, {1, 17, 42, 7, 99}, c);
+  EXPECT_EQ(r.ids, expect);
+  EXPECT_EQ(r.stop, StopReason::max_tokens);
+  // A stop met while the next step is already in flight: generation still ends at it, with its ids.
+  c.stop_ids = {expect[4]};
+  const GenerationResult r2 = generate(*m, detok, {1, 17, 42, 7, 99}, c);
+  const auto at = std::find(expect.begin(), expect.end(), expect[4]);
+  EXPECT_EQ(r2.ids, std::vector<int32_t>(expect.begin(), at + 1));
+  EXPECT_EQ(r2.stop, StopReason::stop_id);
 }
 
 TEST(LlamaGraph, DecodeStepsMatchPrefill) {

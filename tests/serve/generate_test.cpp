@@ -1,9 +1,12 @@
 // generate(): stop conditions, context limits, streaming, determinism, on a scripted CPU model.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "core/error.h"
 #include "serve/chat_history.h"
 #include "serve/generate.h"
+#include "serve/greedy_pipe.h"
 #include "fake_lm.h"
 
 using namespace anvil;
@@ -237,4 +240,49 @@ TEST(ChatHistory, DropsTheOldestTurnsAndKeepsTheSystemMessage) {
   EXPECT_FALSE(trim_chat_history(h, 3, count));  // even "SS" + "u3" does not fit
   EXPECT_EQ(h.size(), 2u);
   EXPECT_EQ(h[1].content, "u3");
+}
+
+// Greedy generation picks through GreedyPipe (argmax_rows on the model's device); bad logits must still fail in
+// the host sampler's words, on both paths.
+TEST(Generate, BadLogitsFailAlikeOnTheGreedyAndSamplingPaths) {
+  FakeDetok d = make_detok();
+  auto fails_with = [&](GenerationConfig c, const std::string& needle) {
+    FakeLM m = by_position({L('a')}, 1);
+    m.base_[3] = NAN;
+    try {
+      generate(m, d.fns(), {L('x')}, c);
+      return std::string("no error");
+    } catch (const Error& e) {
+      const std::string w = e.what();
+      return w.find(needle) != std::string::npos ? std::string() : w;
+    }
+  };
+  GenerationConfig sampled = greedy(4);
+  sampled.sampling.greedy = false;
+  sampled.sampling.temperature = 0.7f;
+  EXPECT_EQ(fails_with(greedy(4), "nan at id 3"), "");
+  EXPECT_EQ(fails_with(sampled, "nan at id 3"), "");
+}
+
+TEST(GreedyPipe, PicksComeBackInOrderAndAtMostTwoWait) {
+  GreedyPipe pipe(Device::cpu(), 2);
+  Tensor logits = Tensor::from_floats({0, 5, 1, /**/ 7, 7, 2}, {2, 3}, DType::f32, Device::cpu());
+  pipe.pick(logits);
+  EXPECT_EQ(pipe.ids().to_floats(), (std::vector<float>{1, 0}));  // ties: the lower id
+  Tensor next = Tensor::from_floats({0, 1, 9, /**/ -INFINITY, 3, -1}, {2, 3}, DType::f32, Device::cpu());
+  pipe.pick(next);
+  EXPECT_THROW(pipe.pick(next), Error);
+  EXPECT_EQ(pipe.take(), (std::vector<int32_t>{1, 0}));
+  EXPECT_EQ(pipe.take(), (std::vector<int32_t>{2, 1}));
+  EXPECT_THROW(pipe.take(), Error);
+  Tensor masked = Tensor::from_floats({-INFINITY, -INFINITY, -INFINITY, /**/ 0, INFINITY, 0}, {2, 3}, DType::f32,
+                                      Device::cpu());
+  pipe.pick(masked);
+  try {
+    pipe.take();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("every logit -inf"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(pipe.pick(Tensor::zeros({3, 3}, DType::f32, Device::cpu())), Error);  // 3 rows, not 2
 }

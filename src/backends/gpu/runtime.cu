@@ -189,6 +189,21 @@ void copy_d2d_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_
   ANVIL_GPU_CHECK(gpuMemcpy2DAsync(dst, dpitch, src, spitch, width, height, gpuMemcpyDeviceToDevice, stream()));
 }
 void synchronize() { ANVIL_GPU_CHECK(gpuStreamSynchronize(stream())); }
+void* host_alloc_pinned(size_t nbytes) {
+  void* p = nullptr;
+  const gpuError_t e = gpuMallocHost(&p, nbytes);
+  if (e != gpuSuccess) {
+    (void)gpuGetLastError();
+    ANVIL_THROW("gpu::host_alloc_pinned", str(nbytes, " bytes of page-locked host memory"), gpuGetErrorString(e));
+  }
+  return p;
+}
+void host_free_pinned(void* p) {
+  if (p) ANVIL_GPU_CHECK(gpuFreeHost(p));
+}
+void copy_d2h_async(void* dst, const void* src, size_t n) {
+  ANVIL_GPU_CHECK(gpuMemcpyAsync(dst, src, n, gpuMemcpyDeviceToHost, stream()));
+}
 
 // ---- events --------------------------------------------------------------------------------------------
 EventHandle event_create() {

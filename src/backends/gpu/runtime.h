@@ -29,6 +29,11 @@ void copy_d2d(void* dst, const void* src, size_t nbytes);  // async on the curre
 // Pitched device-to-device copy, async on the current stream (Backend::copy_device_2d).
 void copy_d2d_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height);
 void synchronize();
+// Page-locked host memory. A device-to-host copy into it is asynchronous on the stream; into pageable memory
+// the driver stages it and the call returns only when it is done.
+void* host_alloc_pinned(size_t nbytes);  // throws anvil::Error naming the size when it fails
+void host_free_pinned(void* p);
+void copy_d2h_async(void* pinned_dst, const void* src, size_t nbytes);  // async on the current stream
 
 // Streams: every kernel launches on current_stream(); default is a per-device non-blocking stream.
 StreamHandle current_stream();

@@ -350,6 +350,8 @@ __device__ __forceinline__ uint4 anvil_load16_l2(const void* p) { return __ldcg(
 #define gpuDeviceSynchronize cudaDeviceSynchronize
 #define gpuMalloc cudaMalloc
 #define gpuFree cudaFree
+#define gpuMallocHost cudaMallocHost
+#define gpuFreeHost cudaFreeHost
 #define gpuMemcpy cudaMemcpy
 #define gpuMemcpyAsync cudaMemcpyAsync
 #define gpuMemcpy2DAsync cudaMemcpy2DAsync

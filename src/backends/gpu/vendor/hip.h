@@ -92,6 +92,8 @@ __device__ __forceinline__ void anvil_cp_async_wait_all() {}
 #define gpuDeviceSynchronize hipDeviceSynchronize
 #define gpuMalloc hipMalloc
 #define gpuFree hipFree
+#define gpuMallocHost hipHostMalloc
+#define gpuFreeHost hipHostFree
 #define gpuMemcpy hipMemcpy
 #define gpuMemcpyAsync hipMemcpyAsync
 #define gpuMemcpy2DAsync hipMemcpy2DAsync
