@@ -6,6 +6,8 @@
 #include <limits>
 
 #include "core/error.h"
+#include "kernels/argmax/argmax.h"
+#include "kernels/topk/topk.h"
 #include "serve/greedy_pipe.h"
 
 namespace anvil {
@@ -181,20 +183,48 @@ GenerationResult generate(CausalLM& model, const Detokenizer& detok, const std::
       }
     }
   } else {
+    // top-k sampling on a GPU: topk_rows brings back the k best tokens (8k bytes) and the sampler draws from
+    // them what it would from the whole row (sample_top_k), instead of a 4V-byte copy and a pass over V on the
+    // host. Rows where top-k does not decide the candidates (fewer finite logits than k) take the whole row.
     Sampler sampler(cfg.sampling, cfg.seed);
+    const int k = cfg.sampling.top_k;
+    const bool on_device = !model.device().is_cpu() && k > 0 && k <= kTopKMax && !cfg.sampling.is_greedy() &&
+                           cfg.sampling.repetition_penalty == 1.f;
+    Tensor top;  // (2k + 2) i32: ids, the values' f32 bits, finite, bad
+    if (on_device) top = Tensor::empty({2 * int64_t(k) + 2}, DType::i32, model.device());
     std::vector<float> buf;
-    model.step(*state, ids_tensor(prompt.data(), P, model.device()), logits);
-    std::span<const float> row = host_row(logits, buf);
-    res.stats.prefill_ms = ms_since(t0);
-    while (true) {
+    auto sample = [&] {
+      if (on_device) {
+        Tensor ids = top.slice(0, 0, k).view({1, k}), vals = top.slice(0, k, 2 * k).as_dtype(DType::f32).view({1, k});
+        Tensor fin = top.slice(0, 2 * k, 2 * k + 1), bad = top.slice(0, 2 * k + 1, 2 * k + 2);
+        topk_rows(logits, k, ids, vals, fin, bad);
+        const Tensor h = top.to(Device::cpu());
+        const int32_t* p = h.data<int32_t>();
+        throw_if_bad_logits(p[2 * k + 1], V);
+        if (sampler.top_k_suffices(p[2 * k])) {
+          std::span<const float> v(reinterpret_cast<const float*>(p + k), size_t(k));
+          auto ts = Clock::now();
+          const int32_t id = sampler.sample_top_k({p, size_t(k)}, v, p[2 * k]);
+          res.stats.sample_ms += ms_since(ts);
+          return id;
+        }
+      }
+      std::span<const float> row = host_row(logits, buf);
       auto ts = Clock::now();
       const int32_t id = sampler.sample(row, history);
       res.stats.sample_ms += ms_since(ts);
-      if (accept(id)) break;
+      return id;
+    };
+    // The steps' times leave the host sampling out (sample_ms has it), as before the device path.
+    model.step(*state, ids_tensor(prompt.data(), P, model.device()), logits);
+    int32_t id = sample();
+    res.stats.prefill_ms = ms_since(t0) - res.stats.sample_ms;
+    while (!accept(id)) {
       auto td = Clock::now();
+      const double s0 = res.stats.sample_ms;
       model.step(*state, ids_tensor(&id, 1, model.device()), logits);
-      row = host_row(logits, buf);
-      res.stats.decode_ms += ms_since(td);
+      id = sample();
+      res.stats.decode_ms += ms_since(td) - (res.stats.sample_ms - s0);
     }
   }
   if (!filter.matched()) {

@@ -73,11 +73,7 @@ std::vector<int32_t> GreedyPipe::take() {
 #endif
   taken_++;
   const int32_t* src = host_ + size_t(slot) * 2 * size_t(rows_);
-  for (int64_t r = 0; r < rows_; r++)
-    if (src[rows_ + r] >= 0)
-      ANVIL_THROW("sample", src[rows_ + r] >= 2 * vocab_[size_t(slot)] ? "at least one token with a finite logit"
-                                                                         : "finite logits (or -inf for masked tokens)",
-                  argmax_bad_reason(src[rows_ + r], vocab_[size_t(slot)]));
+  for (int64_t r = 0; r < rows_; r++) throw_if_bad_logits(src[rows_ + r], vocab_[size_t(slot)]);
   return std::vector<int32_t>(src, src + rows_);
 }
 

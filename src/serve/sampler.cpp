@@ -100,7 +100,10 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
         std::push_heap(cand_.begin(), cand_.end(), better<Cand>);
       }
     }
-    for (auto& c : cand_) z += c.w = weight(c.logit);
+    // More likely first: the draw below walks the candidates in order, so the order must not depend on how
+    // they were found (this heap, or topk_rows on a device: sample_top_k).
+    std::sort(cand_.begin(), cand_.end(), better<Cand>);
+    return finish_top_k(lmax);
   } else {
     wbuf_.resize(size_t(V));
     for (int64_t i = 0; i < V; i++) {
@@ -120,6 +123,42 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
         cand_.push_back({row[size_t(i)], int32_t(i), wbuf_[size_t(i)]});
   }
 
+  return finish(z);
+}
+
+bool Sampler::top_k_suffices(int64_t finite) const {
+  const SamplingParams& p = params_;
+  return !p.is_greedy() && p.repetition_penalty == 1.f && p.top_k > 0 && p.top_k < finite;
+}
+
+int32_t Sampler::sample_top_k(std::span<const int32_t> ids, std::span<const float> vals, int64_t finite) {
+  ANVIL_CHECK(top_k_suffices(finite), "sample_top_k",
+              "sampling with 0 < top_k < the finite logits and no repetition penalty",
+              str("top_k ", params_.top_k, ", ", finite, " finite logits, penalty ", params_.repetition_penalty));
+  const size_t k = size_t(params_.top_k);
+  ANVIL_CHECK(ids.size() >= k && vals.size() >= k, "sample_top_k", str("the ", k, " best tokens"),
+              str(ids.size(), " ids and ", vals.size(), " values"));
+  cand_.clear();
+  for (size_t j = 0; j < k; j++) {
+    ANVIL_CHECK(ids[j] >= 0 && std::isfinite(vals[j]) && (j == 0 || !better(Cand{vals[j], ids[j], 0.f},
+                                                                              Cand{vals[j - 1], ids[j - 1], 0.f})),
+                "sample_top_k", "finite candidates, more likely first", str("id ", ids[j], " = ", vals[j], " at ", j));
+    cand_.push_back({vals[j], ids[j], 0.f});
+  }
+  return finish_top_k(vals[0]);
+}
+
+// cand_ holds the top-k tokens, more likely first; lmax is the best logit.
+int32_t Sampler::finish_top_k(float lmax) {
+  const float inv_t = 1.f / params_.temperature;
+  double z = 0;
+  for (auto& c : cand_) z += c.w = std::exp((c.logit - lmax) * inv_t);
+  return finish(z);
+}
+
+// cand_: the tokens still in the running with their weights; z: the mass top-p measures against.
+int32_t Sampler::finish(double z) {
+  const SamplingParams& p = params_;
   // top-p: the shortest more-likely-first prefix with mass >= top_p * z. A quickselect on the prefix mass:
   // each round partitions the undecided range [lo, hi) around its middle and keeps the half that holds the
   // answer, so the cost is linear in the candidates.

@@ -2,9 +2,9 @@
 // repetition penalty, drawing from the counter-based RNG (core/rng.h) so a seed reproduces a run exactly,
 // whatever the device the logits came from.
 //
-// Logits are host f32 (B, V). The generation loop copies them from the device each step: for B = 1 and
-// V = 128256 (Llama 3) that is 512 KB, ~25 us over PCIe and small next to a decode step of an 8B model
-// (several ms). A device-side sampler only pays once batches are large.
+// Logits are host f32 (B, V). On a GPU the generation loop avoids copying them whole: greedy picks stay on the
+// device (greedy_pipe.h), and top-k sampling copies back only the k best tokens (topk_rows), from which
+// sample_top_k draws what sample() would from the whole row. Other settings copy the row (512 KB at V = 128256).
 //
 // Host cost per token for V = 128256 (best of 50 on a busy 2-core x86 build machine): greedy 0.25 ms,
 // temperature alone 1.1 ms (128k exp), top-k 40 + top-p 0.95 0.64 ms, top-p 0.95 alone 2.0 ms, top-p 0.9 over
@@ -45,6 +45,12 @@ class Sampler {
   std::vector<int32_t> sample_batch(std::span<const float> logits, int64_t B,
                                     const std::vector<std::vector<int32_t>>& histories = {});
 
+  // With 0 < top_k < the row's finite logits and no repetition penalty, the draw needs only the top_k best
+  // tokens: sample_top_k takes them (more likely first, as topk_rows gives them) and the count of finite logits
+  // and returns what sample() would for the whole row, consuming the same number from the stream.
+  bool top_k_suffices(int64_t finite) const;
+  int32_t sample_top_k(std::span<const int32_t> ids, std::span<const float> vals, int64_t finite);
+
   const SamplingParams& params() const { return params_; }
   uint64_t draws() const { return counter_; }  // numbers consumed so far
 
@@ -58,6 +64,8 @@ class Sampler {
     float w;  // exp((logit - max logit) / temperature), in (0, 1]
   };
   int32_t draw(std::span<const float> w, double z);  // an index into w, drawn with probability w[i] / z
+  int32_t finish_top_k(float lmax);
+  int32_t finish(double z);
 
   std::vector<float> work_;  // (V) the logits after the repetition penalty
   std::vector<float> wbuf_;  // (V) weights

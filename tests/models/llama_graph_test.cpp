@@ -15,6 +15,7 @@
 #include "io/hf_config.h"
 #include "parity_util.h"
 #include "serve/generate.h"
+#include "serve/sampler.h"
 
 namespace anvil {
 namespace {
@@ -99,6 +100,33 @@ TEST(LlamaGraph, PipelinedGreedyEqualsHostArgmax) {
   const auto at = std::find(expect.begin(), expect.end(), expect[4]);
   EXPECT_EQ(r2.ids, std::vector<int32_t>(expect.begin(), at + 1));
   EXPECT_EQ(r2.stop, StopReason::stop_id);
+}
+
+// Top-k sampling in generate() takes the k best from topk_rows on the device; a host loop samples each whole
+// logits row. Same seed, same steps: the same tokens.
+TEST(LlamaGraph, TopKSamplingOnTheDeviceEqualsTheHostSampler) {
+  if (!gpu_available()) GTEST_SKIP() << "no GPU";
+  auto m = small_model(4, 2, 64, 17);
+  const int64_t V = m->info().vocab;
+  const std::vector<int32_t> prompt = {1, 17, 42, 7, 99};
+  GenerationConfig c;
+  c.max_new_tokens = 16;
+  c.stop_at_eos = false;
+  c.seed = 5;
+  c.sampling.temperature = 1.5f, c.sampling.top_k = 40, c.sampling.top_p = 0.95f;
+  Detokenizer detok{[](int32_t) { return std::string(); }, [] { return std::string(); }};
+  const GenerationResult r = generate(*m, detok, prompt, c);
+
+  Sampler s(c.sampling, c.seed);
+  auto st = m->new_state(1, 64);
+  Tensor logits = Tensor::empty({1, V}, DType::f32, m->device());
+  m->step(*st, Tensor::from_floats({1, 17, 42, 7, 99}, {1, 5}, DType::i32, Device::cpu()), logits);
+  std::vector<int32_t> host;
+  for (int t = 0; t < c.max_new_tokens; t++) {
+    host.push_back(s.sample(logits.to_floats()));
+    m->step(*st, Tensor::from_floats({float(host.back())}, {1, 1}, DType::i32, Device::cpu()), logits);
+  }
+  EXPECT_EQ(r.ids, host);
 }
 
 TEST(LlamaGraph, DecodeStepsMatchPrefill) {

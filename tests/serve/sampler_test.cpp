@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "kernels/topk/topk.h"
 #include "serve/sampler.h"
 
 using namespace anvil;
@@ -219,4 +220,43 @@ TEST(Sampler, BadLogitsAndParamsThrow) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("top_p"), std::string::npos) << e.what();
   }
+}
+
+// The device path's draw (topk_rows, then sample_top_k) against the whole-row draw: the same tokens, draw by
+// draw, for every mix of temperature, top-k, top-p and min-p, on rows with many equal logits (rounded to a
+// grid) so the order of ties matters.
+TEST(Sampler, TopKCandidatesDrawWhatTheWholeRowDraws) {
+  const int64_t V = 3000;
+  struct P { float t; int k; float top_p, min_p; };
+  for (P q : {P{0.8f, 40, 0.95f, 0.f}, P{1.f, 5, 1.f, 0.f}, P{1.5f, 256, 0.9f, 0.f}, P{0.7f, 50, 1.f, 0.05f},
+              P{1.f, 100, 0.5f, 0.02f}}) {
+    SamplingParams p;
+    p.temperature = q.t, p.top_k = q.k, p.top_p = q.top_p, p.min_p = q.min_p;
+    Sampler whole(p, 77), top(p, 77);
+    Tensor ids = Tensor::empty({1, q.k}, DType::i32), vals = Tensor::empty({1, q.k}, DType::f32);
+    Tensor fin = Tensor::empty({1}, DType::i32), bad = Tensor::empty({1}, DType::i32);
+    for (uint64_t row = 0; row < 60; row++) {
+      std::vector<float> l = random_logits(V, 1000 + row);
+      for (auto& x : l) x = std::round(x * 4.f) / 4.f;
+      Tensor t = Tensor::from_floats(l, {1, V}, DType::f32, Device::cpu());
+      topk_rows(t, q.k, ids, vals, fin, bad);
+      ASSERT_EQ(bad.data<int32_t>()[0], -1);
+      ASSERT_TRUE(top.top_k_suffices(fin.data<int32_t>()[0]));
+      const int32_t a = whole.sample(l);
+      const int32_t b = top.sample_top_k({ids.data<int32_t>(), size_t(q.k)}, {vals.data<float>(), size_t(q.k)},
+                                         fin.data<int32_t>()[0]);
+      ASSERT_EQ(a, b) << "row " << row << ", temperature " << q.t << ", top_k " << q.k;
+    }
+    EXPECT_EQ(whole.draws(), top.draws());
+  }
+  SamplingParams off;  // no top-k, or a penalty, or fewer finite logits than k: the whole row is needed
+  off.temperature = 1.f;
+  EXPECT_FALSE(Sampler(off, 1).top_k_suffices(100));
+  off.top_k = 40;
+  EXPECT_FALSE(Sampler(off, 1).top_k_suffices(40));
+  EXPECT_TRUE(Sampler(off, 1).top_k_suffices(41));
+  off.repetition_penalty = 1.1f;
+  EXPECT_FALSE(Sampler(off, 1).top_k_suffices(41));
+  Sampler s(SamplingParams{false, 1.f, 2, 1.f, 0.f, 1.f}, 1);
+  EXPECT_THROW(s.sample_top_k(std::vector<int32_t>{3, 4}, std::vector<float>{1.f, 2.f}, 10), Error);  // not best first
 }

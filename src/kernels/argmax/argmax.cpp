@@ -31,4 +31,11 @@ std::string argmax_bad_reason(int32_t code, int64_t V) {
   return str(code % 2 ? "inf" : "nan", " at id ", code / 2);
 }
 
+void throw_if_bad_logits(int32_t code, int64_t V) {
+  if (code < 0) return;
+  const char* expected =
+      code >= 2 * V ? "at least one token with a finite logit" : "finite logits (or -inf for masked tokens)";
+  ANVIL_THROW("sample", expected, argmax_bad_reason(code, V));
+}
+
 }  // namespace anvil

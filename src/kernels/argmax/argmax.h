@@ -17,6 +17,8 @@ namespace anvil {
 void argmax_rows(const Tensor& logits, Tensor& ids, Tensor& bad);
 // What bad[r] = code means, in the host sampler's words ("nan at id 17"); "" for -1.
 std::string argmax_bad_reason(int32_t code, int64_t V);
+// Throws the host sampler's error (op "sample") for a code other than -1.
+void throw_if_bad_logits(int32_t code, int64_t V);
 
 // fp64 reference: logits (R, V) -> ids (R), bad (R), as above.
 void argmax_rows_ref(const double* logits, int64_t R, int64_t V, int32_t* ids, int32_t* bad);
