@@ -54,14 +54,6 @@ std::vector<float> make_logits(const S& s, uint64_t seed) {
   return x;
 }
 
-Check equal_ints(const std::string& what, const Tensor& t, const std::vector<int32_t>& ref) {
-  Tensor h = t.to(Device::cpu());
-  const int32_t* p = h.data<int32_t>();
-  for (size_t i = 0; i < ref.size(); i++)
-    if (p[i] != ref[i]) return {false, str(what, "[", i, "] = ", p[i], ", expected ", ref[i])};
-  return {true, str(what, ": ", ref.size(), " equal")};
-}
-
 std::vector<OpCase> cases() {
   std::vector<OpCase> out;
   const std::vector<S> shapes = {

@@ -85,6 +85,15 @@ Check compare(const std::string& what, const Tensor& out, const std::vector<doub
   return compare(what, out.to_floats(), ref, tol);
 }
 
+Check equal_ints(const std::string& what, const Tensor& t, const std::vector<int32_t>& ref) {
+  if (size_t(t.numel()) != ref.size()) return {false, str(what, ": ", t.numel(), " elements, expected ", ref.size())};
+  Tensor h = t.contiguous().to(Device::cpu());
+  const int32_t* p = h.data<int32_t>();
+  for (size_t i = 0; i < ref.size(); i++)
+    if (p[i] != ref[i]) return {false, str(what, "[", i, "] = ", p[i], ", expected ", ref[i])};
+  return {true, str(what, ": ", ref.size(), " equal")};
+}
+
 std::vector<double> finite_diff(const std::function<std::vector<double>(const std::vector<double>&)>& f,
                                 const std::vector<double>& x, const std::vector<double>& g, double h) {
   std::vector<double> d(x.size());

@@ -70,6 +70,8 @@ Tensor make(const std::vector<float>& v, const Shape& shape, DType dtype, Device
 double derived_tol(DType out_dtype, double k_len, double factor);
 Check compare(const std::string& what, const std::vector<float>& out, const std::vector<double>& ref, double tol);
 Check compare(const std::string& what, const Tensor& out, const std::vector<double>& ref, double tol);
+// Integer outputs (ids, counts, codes): every element equal.
+Check equal_ints(const std::string& what, const Tensor& out, const std::vector<int32_t>& ref);
 
 // Bad-input checks: passes when `fn` throws anvil::Error whose message contains `needle`; fails naming what
 // happened instead (no error, another message, another exception type). Both argument orders are accepted.

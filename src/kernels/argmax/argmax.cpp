@@ -3,14 +3,18 @@
 
 namespace anvil {
 
-void argmax_rows(const Tensor& logits, Tensor& ids, Tensor& bad) {
-  const char* op = "argmax_rows";
+void check_logits_rows(const char* op, const Tensor& logits) {
   check_dim(op, "logits", logits, 2);
   check_dtype(op, "logits", logits, DType::f32);
   check_contiguous(op, "logits", logits);
-  const int64_t R = logits.size(0), V = logits.size(1);
-  ANVIL_CHECK(R >= 1 && V >= 1 && V < (int64_t(1) << 30), op, "logits (R, V) with R >= 1 and 1 <= V < 2^30",
-              logits.describe());
+  ANVIL_CHECK(logits.size(0) >= 1 && logits.size(1) >= 1 && logits.size(1) < (int64_t(1) << 30), op,
+              "logits (R, V) with R >= 1 and 1 <= V < 2^30", logits.describe());
+}
+
+void argmax_rows(const Tensor& logits, Tensor& ids, Tensor& bad) {
+  const char* op = "argmax_rows";
+  check_logits_rows(op, logits);
+  const int64_t R = logits.size(0);
   check_dtype(op, "ids", ids, DType::i32);
   check_contiguous(op, "ids", ids);
   ANVIL_CHECK(ids.numel() == R, op, str("ids of ", R, " elements, one per logits row"), ids.describe());

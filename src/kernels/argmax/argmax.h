@@ -15,6 +15,8 @@
 namespace anvil {
 
 void argmax_rows(const Tensor& logits, Tensor& ids, Tensor& bad);
+// The logits checks of argmax_rows and topk_rows (kernels/topk): (R, V) f32, contiguous, R >= 1, 1 <= V < 2^30.
+void check_logits_rows(const char* op, const Tensor& logits);
 // What bad[r] = code means, in the host sampler's words ("nan at id 17"); "" for -1.
 std::string argmax_bad_reason(int32_t code, int64_t V);
 // Throws the host sampler's error (op "sample") for a code other than -1.

@@ -1,16 +1,14 @@
 // topk_rows front-end: argument checks and backend dispatch.
 #include "kernels/topk/topk.h"
 
+#include "kernels/argmax/argmax.h"
+
 namespace anvil {
 
 void topk_rows(const Tensor& logits, int k, Tensor& ids, Tensor& vals, Tensor& finite, Tensor& bad) {
   const char* op = "topk_rows";
-  check_dim(op, "logits", logits, 2);
-  check_dtype(op, "logits", logits, DType::f32);
-  check_contiguous(op, "logits", logits);
-  const int64_t R = logits.size(0), V = logits.size(1);
-  ANVIL_CHECK(R >= 1 && V >= 1 && V < (int64_t(1) << 30), op, "logits (R, V) with R >= 1 and 1 <= V < 2^30",
-              logits.describe());
+  check_logits_rows(op, logits);
+  const int64_t R = logits.size(0);
   ANVIL_CHECK(k >= 1 && k <= kTopKMax, op, str("1 <= k <= ", kTopKMax), k);
   auto out = [&](const char* name, Tensor& t, const Shape& s, DType dt) {
     check_shape(op, name, t, s);
