@@ -44,7 +44,11 @@ TEST(DecodeBench, TimesEveryStepWithinTheContext) {
   EXPECT_EQ(r.step_ms.size(), 9u);
   EXPECT_EQ(r.context, 14);
   EXPECT_EQ(m.step_T.front(), 5);
-  EXPECT_EQ(m.step_T.size(), 10u);
+  // The timed steps, then the generation loop's: a prefill and the same number of steps on a fresh state.
+  ASSERT_EQ(m.step_T.size(), 20u);
+  EXPECT_EQ(m.step_T[10], 5);
+  EXPECT_EQ(r.loop_tokens, 9 - DecodeBenchResult::kLoopWarmup);
+  EXPECT_GT(r.loop_ms, 0.0);
   EXPECT_LE(r.p10_ms, r.median_ms);
   EXPECT_LE(r.median_ms, r.p90_ms);
   EXPECT_GT(r.tokens_per_s, 0.0);
@@ -66,10 +70,26 @@ TEST(DecodeBench, HostIdsFeedTheSameIds) {
   bench_decode(dev, c);
   c.host_ids = true;
   bench_decode(host, c);
-  ASSERT_EQ(dev.fed.size(), size_t(3 * (2 + 7)));
+  ASSERT_EQ(dev.fed.size(), size_t(2 * 3 * (2 + 7)));  // the timed steps, then the generation loop's
   EXPECT_EQ(dev.fed, host.fed);
   EXPECT_NE(std::vector<int32_t>(dev.fed.begin() + 6, dev.fed.begin() + 9),
             std::vector<int32_t>(dev.fed.begin() + 9, dev.fed.begin() + 12));  // consecutive steps differ
+}
+
+// The generation loop feeds each step the argmax of the step before. The fake model's next token is the last one
+// fed, so every row keeps feeding its prompt's token; the timed steps before it are fed the seeded random ids.
+TEST(DecodeBench, TheLoopFeedsEachStepTheGreedyPick) {
+  DecodeBenchConfig c;
+  c.batch = 2;
+  c.prompt_len = 1;
+  c.tokens = 6;
+  FakeLM m = tiny();
+  bench_decode(m, c);
+  const size_t loop0 = size_t(2 * (1 + 6)) + 2;  // after the timed steps and the loop's prefill (1 token a row)
+  ASSERT_EQ(m.fed.size(), loop0 + 2 * 6);
+  for (size_t i = loop0; i < m.fed.size(); i++) EXPECT_EQ(m.fed[i], m.fed[i - 2]) << "fed id " << i;
+  EXPECT_NE(std::vector<int32_t>(m.fed.begin() + 2, m.fed.begin() + 4),
+            std::vector<int32_t>(m.fed.begin() + 4, m.fed.begin() + 6));  // the timed steps are not greedy
 }
 
 TEST(DecodeBench, QuantilesInterpolate) {
