@@ -21,6 +21,14 @@ void add_model_options(CLI::App& app, ModelOptions& o) {
       ->capture_default_str();
 }
 
+SamplingParams generate_default_sampling() {
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.top_k = 40;
+  p.top_p = 0.95f;
+  return p;
+}
+
 void add_generation_options(CLI::App& app, GenerationConfig& c) {
   app.add_option("--max-tokens,-n", c.max_new_tokens, "most tokens to generate")
       ->check(CLI::PositiveNumber)

@@ -26,6 +26,8 @@ struct ModelOptions {
 void add_model_options(CLI::App& app, ModelOptions& o);
 // --max-tokens, --temperature, --top-k, --top-p, --min-p, --repetition-penalty, --seed, --greedy, --stop.
 void add_generation_options(CLI::App& app, GenerationConfig& c);
+// `anvil generate`'s sampling unless told otherwise: temperature 0.8, top-k 40, top-p 0.95.
+SamplingParams generate_default_sampling();
 
 // Parses the subcommand's arguments (argv[0] is its name). Returns -1 to go on, else the exit code: 0 after
 // printing --help, 2 after a usage error (unknown option, bad value, missing required option), whose message

@@ -45,6 +45,13 @@ int run_decode(const BenchDecodeOptions& o) {
     std::printf("loop       %.3f ms/step over %d steps of a generation loop (greedy on the device, no wait between "
                 "steps), %.1f tokens/s, %.1f%% of the floor\n",
                 r.loop_ms, r.loop_tokens, 1e3 * o.bench.batch / r.loop_ms, 100.0 * floor_ms / r.loop_ms);
+  if (r.gen_ms > 0) {
+    const SamplingParams& s = o.bench.sampling;
+    std::printf("generate   %.3f ms/token through generate() (temperature %g, top-k %d, top-p %g; %s), %.3f with "
+                "the host sampler\n",
+                r.gen_ms, double(s.temperature), s.top_k, double(s.top_p),
+                s.is_greedy() ? "greedy picks on the device" : "the device's top-k candidates", r.gen_host_ms);
+  }
   std::printf("floor      %.3f GB of weights per step at %.2f TB/s (%s) = %.3f ms\n", 1e-9 * double(r.weight_bytes),
               1e-12 * bw, o.bandwidth_tbs > 0 ? "given" : "measured: 1 GiB device copy", floor_ms);
   std::printf("efficiency %.1f%% of the floor (weights only; KV cache reads not counted)\n",
@@ -162,6 +169,16 @@ int run_bench(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   decode->add_option("--seed", d.bench.seed, "seed of the random token ids fed")->capture_default_str();
+  d.bench.sampling = generate_default_sampling();
+  decode->add_option("--temperature", d.bench.sampling.temperature, "sampling of the generate line (batch 1)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  decode->add_option("--top-k", d.bench.sampling.top_k, "top-k of the generate line (0 = all)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  decode->add_option("--top-p", d.bench.sampling.top_p, "top-p of the generate line (1 = all)")
+      ->check(CLI::Range(1e-6f, 1.f))
+      ->capture_default_str();
   decode->add_flag("--host-ids", d.bench.host_ids,
                    "upload each step's ids from the host inside the timed region (a loop that samples on the CPU); "
                    "by default they are on the device before timing, as when sampling on the device");

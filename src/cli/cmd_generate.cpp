@@ -22,9 +22,7 @@ struct GenerateOptions {
 
 int run_generate(int argc, char** argv) {
   GenerateOptions o;
-  o.gen.sampling.temperature = 0.8f;
-  o.gen.sampling.top_k = 40;
-  o.gen.sampling.top_p = 0.95f;
+  o.gen.sampling = generate_default_sampling();
   CLI::App app{"Generate text from a prompt.", "anvil generate"};
   add_model_options(app, o.model);
   app.add_option("--prompt,-p", o.prompt, "the prompt text")->required();

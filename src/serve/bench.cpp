@@ -1,5 +1,6 @@
 #include "serve/bench.h"
 
+#include "serve/generate.h"
 #include "serve/greedy_pipe.h"
 
 #include <algorithm>
@@ -172,6 +173,25 @@ DecodeBenchResult bench_decode(CausalLM& model, const DecodeBenchConfig& cfg) {
     while (pipe.pending() > 0) pipe.take();
     r.loop_tokens = cfg.tokens - DecodeBenchResult::kLoopWarmup;
     r.loop_ms = ms_since(t_loop) / r.loop_tokens;
+  }
+
+  if (cfg.batch == 1 && cfg.tokens >= 2) {
+    const Tensor host_prompt = prompt.to(Device::cpu());
+    const std::vector<int32_t> ids(host_prompt.data<int32_t>(), host_prompt.data<int32_t>() + cfg.prompt_len);
+    const Detokenizer none{[](int32_t) { return std::string(); }, [] { return std::string(); }};
+    for (bool on_host : {false, true}) {
+      GenerationConfig g;
+      g.max_new_tokens = cfg.tokens;
+      g.stop_at_eos = false;
+      g.sampling = cfg.sampling;
+      g.seed = cfg.seed;
+      g.context = r.context;
+      g.sample_on_host = on_host;
+      const auto t0 = Clock::now();
+      const GenerationResult res = generate(model, none, ids, g);
+      const double ms = (ms_since(t0) - res.stats.prefill_ms) / double(res.stats.new_tokens - 1);
+      (on_host ? r.gen_host_ms : r.gen_ms) = ms;
+    }
   }
   return r;
 }

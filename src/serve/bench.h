@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "models/model.h"
+#include "serve/sampler.h"
 
 namespace anvil {
 
@@ -16,6 +17,9 @@ struct DecodeBenchConfig {
   int64_t context = 0;    // cache capacity; 0 = prompt_len + tokens
   uint64_t seed = 0;      // the (random) token ids fed
   bool host_ids = false;  // upload each step's ids inside the timed region (else on the device beforehand)
+  // Batch 1 also times generate() itself, `tokens` new tokens with this sampling, once with the device's picks
+  // and once with the host sampler (GenerationConfig::sample_on_host).
+  SamplingParams sampling;
 };
 
 struct DecodeBenchResult {
@@ -33,6 +37,9 @@ struct DecodeBenchResult {
   static constexpr int kLoopWarmup = 3;
   double loop_ms = 0;
   int loop_tokens = 0;
+  // generate() at batch 1: (wall time - prefill) / (new tokens - 1), with the device's picks and with the host
+  // sampler; the state's first eager step and graph capture included. 0 when not run (batch > 1, tokens < 2).
+  double gen_ms = 0, gen_host_ms = 0;
 };
 
 DecodeBenchResult bench_decode(CausalLM& model, const DecodeBenchConfig& cfg);

@@ -153,7 +153,7 @@ GenerationResult generate(CausalLM& model, const Detokenizer& detok, const std::
   };
 
   auto t0 = Clock::now();
-  if (cfg.sampling.is_greedy() && cfg.sampling.repetition_penalty == 1.f) {
+  if (cfg.sampling.is_greedy() && cfg.sampling.repetition_penalty == 1.f && !cfg.sample_on_host) {
     // Greedy picks on the model's device (greedy_pipe.h). On a GPU the loop runs one step ahead: step k + 1 is
     // enqueued before token k is read back, so the host's work on token k overlaps the device's step. When
     // token k ends generation, step k + 1 has run for nothing; the state is dropped with it. On the CPU a step
@@ -189,7 +189,7 @@ GenerationResult generate(CausalLM& model, const Detokenizer& detok, const std::
     Sampler sampler(cfg.sampling, cfg.seed);
     const int k = cfg.sampling.top_k;
     const bool on_device = !model.device().is_cpu() && k > 0 && k <= kTopKMax && !cfg.sampling.is_greedy() &&
-                           cfg.sampling.repetition_penalty == 1.f;
+                           cfg.sampling.repetition_penalty == 1.f && !cfg.sample_on_host;
     Tensor top;  // (2k + 2) i32: ids, the values' f32 bits, finite, bad
     if (on_device) top = Tensor::empty({2 * int64_t(k) + 2}, DType::i32, model.device());
     std::vector<float> buf;

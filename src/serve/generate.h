@@ -25,6 +25,9 @@ struct GenerationConfig {
   bool repetition_includes_prompt = true; // the repetition penalty also looks at the prompt's ids
   // Cache capacity: 0 = the model's context (info().max_len); smaller saves KV-cache memory.
   int64_t context = 0;
+  // Every token through the host sampler with the whole logits row copied back, as before the device paths
+  // (greedy picks, top-k candidates): the same tokens, for timing the two against each other.
+  bool sample_on_host = false;
 };
 
 // Incremental detokenizer: push() returns the text that became complete with one more id (UTF-8 characters

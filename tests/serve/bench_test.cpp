@@ -92,6 +92,27 @@ TEST(DecodeBench, TheLoopFeedsEachStepTheGreedyPick) {
             std::vector<int32_t>(m.fed.begin() + 4, m.fed.begin() + 6));  // the timed steps are not greedy
 }
 
+// Batch 1 also runs generate() twice (the device's picks, then the host sampler): a prefill and tokens - 1 steps
+// each, the last token never fed back.
+TEST(DecodeBench, BatchOneTimesGenerateBothWays) {
+  DecodeBenchConfig c;
+  c.prompt_len = 2;
+  c.tokens = 5;
+  c.sampling.temperature = 0.8f, c.sampling.top_k = 3;
+  FakeLM m = tiny();
+  auto r = bench_decode(m, c);
+  EXPECT_GT(r.gen_ms, 0.0);
+  EXPECT_GT(r.gen_host_ms, 0.0);
+  ASSERT_EQ(m.step_T.size(), size_t(6 + 6 + 5 + 5));
+  EXPECT_EQ(m.step_T[12], 2);  // generate()'s prefill
+  EXPECT_EQ(m.step_T[17], 2);
+  c.batch = 2;
+  FakeLM m2 = tiny();
+  auto r2 = bench_decode(m2, c);
+  EXPECT_EQ(r2.gen_ms, 0.0);  // generate() is batch 1
+  EXPECT_EQ(m2.step_T.size(), size_t(6 + 6));
+}
+
 TEST(DecodeBench, QuantilesInterpolate) {
   EXPECT_DOUBLE_EQ(quantile({3, 1, 2}, 0.5), 2.0);
   EXPECT_DOUBLE_EQ(quantile({1, 2, 3, 4}, 0.5), 2.5);
