@@ -202,7 +202,7 @@ GenerationResult generate(CausalLM& model, const Detokenizer& detok, const std::
         const int32_t* p = h.data<int32_t>();
         throw_if_bad_logits(p[2 * k + 1], V);
         if (sampler.top_k_suffices(p[2 * k])) {
-          std::span<const float> v(reinterpret_cast<const float*>(p + k), size_t(k));
+          std::span<const float> v(h.slice(0, k, 2 * k).as_dtype(DType::f32).data<float>(), size_t(k));
           auto ts = Clock::now();
           const int32_t id = sampler.sample_top_k({p, size_t(k)}, v, p[2 * k]);
           res.stats.sample_ms += ms_since(ts);
