@@ -18,22 +18,26 @@ GreedyPipe::GreedyPipe(Device device, int64_t rows) : device_(device), rows_(row
   const size_t bytes = size_t(kSlots) * 2 * size_t(rows) * sizeof(int32_t);
   vocab_.assign(kSlots, 0);
   if (device.is_cpu()) {
-    host_ = new int32_t[size_t(kSlots) * 2 * size_t(rows)];
+    cpu_host_.resize(bytes / sizeof(int32_t));
+    host_ = cpu_host_.data();
     return;
   }
 #ifdef ANVIL_HAS_GPU
   host_ = static_cast<int32_t*>(gpu::host_alloc_pinned(bytes));
-  for (int s = 0; s < kSlots; s++) done_.push_back(gpu::event_create());
+  try {
+    for (int s = 0; s < kSlots; s++) done_.push_back(gpu::event_create());
+  } catch (...) {  // the destructor does not run for a constructor that throws
+    for (void* e : done_) gpu::event_destroy(e);
+    gpu::host_free_pinned(host_);
+    throw;
+  }
 #else
   (void)bytes;
 #endif
 }
 
 GreedyPipe::~GreedyPipe() {
-  if (device_.is_cpu()) {
-    delete[] host_;
-    return;
-  }
+  if (device_.is_cpu()) return;
 #ifdef ANVIL_HAS_GPU
   try {  // a copy may still be writing the slots
     gpu::synchronize();

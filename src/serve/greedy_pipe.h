@@ -34,7 +34,8 @@ class GreedyPipe {
   int64_t rows_;
   Tensor buf_;   // (2, rows) i32: the picks, then their bad codes (argmax.h); one copy brings both back
   Tensor ids_, bad_;
-  int32_t* host_ = nullptr;  // kSlots x (2 * rows) i32, page-locked on a GPU
+  int32_t* host_ = nullptr;  // kSlots x (2 * rows) i32: page-locked on a GPU, cpu_host_ on the CPU
+  std::vector<int32_t> cpu_host_;
   std::vector<void*> done_;  // per slot: the event after its copy (GPU)
   std::vector<int64_t> vocab_;  // per slot: V of its logits, to word a bad code
   int64_t picks_ = 0, taken_ = 0;
