@@ -8,7 +8,7 @@
 namespace anvil::test {
 namespace {
 
-enum class Plant { none, ties, nan, masked, signed_zero };
+enum class Plant { none, ties, nan, masked, signed_zero, sawtooth };
 
 struct S {
   int64_t R, V;
@@ -23,6 +23,7 @@ std::string plant_name(Plant p) {
     case Plant::nan: return ",nan";
     case Plant::masked: return ",-inf mask";
     case Plant::signed_zero: return ",+-0";
+    case Plant::sawtooth: return ",sawtooth";
   }
   return "";
 }
@@ -49,6 +50,11 @@ std::vector<float> make_logits(const S& s, uint64_t seed) {
         for (int64_t c = 0; c < s.V; c++) row[c] = -std::fabs(row[c]) - 1.f;
         row[a] = -0.f, row[b] = 0.f;
         break;
+      case Plant::sawtooth:  // -(c mod 2048): the GPU's spans (2048 columns) all hold the same k best values,
+        // so ~(k - 1) keys of every span pass the merge's tau: 16k at k = 256, past one merge buffer (4096
+        // keys), which sends the GPU merge through its rounds over all keys
+        for (int64_t c = 0; c < s.V; c++) row[c] = -float(c % 2048);
+        break;
     }
   }
   return x;
@@ -68,6 +74,7 @@ std::vector<OpCase> cases() {
       {2, 4097, 40, Plant::ties},      {1, 128256, 40, Plant::none},  {1, 128256, 40, Plant::ties},
       {1, 128256, 256, Plant::ties},   {4, 32000, 64, Plant::none},   {3, 10001, 40, Plant::nan},
       {2, 5000, 40, Plant::masked},    {2, 9000, 8, Plant::signed_zero}, {8, 50257, 50, Plant::none},
+      {1, 128256, 256, Plant::sawtooth},
   };
   for (const S& s : shapes) {
     OpCase c{"topk", str("topk_rows(", shape_str({s.R, s.V}), ",k=", s.k, plant_name(s.plant), ")")};
