@@ -224,7 +224,10 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, seq_min_blocks(kCB * Q)) scan_fwd_s
       for (int e = 0; e < P; e++) {
         float v = to_f32(pd.v[e]) + sbias[i];
         if (p.softplus) v = softplus_t<T>(v);
-        dtv[e] = tt + sp * P + e < L ? v : 0.f;  // past L: dt = 0, the identity step
+        // Past L: dt = 0, the identity step. VEC (L a multiple of the pack): a pack is wholly inside or past L,
+        // so one 64-bit compare per pack instead of one per element (the staging's SASS, bf16: 379 -> 323
+        // instructions; docs/mamba_kernels.md, fourteenth round, has the time).
+        dtv[e] = (VEC ? tt + sp * P < L : tt + sp * P + e < L) ? v : 0.f;
       }
 #pragma unroll
       for (int e = 0; e < P; e += 4) {
@@ -282,14 +285,16 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, seq_min_blocks(kCB * Q)) scan_fwd_s
     }
   };
 
+  // Tile 0 is staged before the loop and tile k+1 at the end of iteration k, under `k + 1 < tiles`. The
+  // straight form (barrier, output of k-1, staging of k, barrier at the top of every iteration) computes the
+  // same, but ptxas then spilled 8 bytes around the tile loop (bf16, sm_90) and scheduled the recurrence worse:
+  // 340.6 against 329.0 us at the target shape on the H200 (docs/mamba_kernels.md, fourteenth round).
   const int tiles = int((L + kTT - 1) / kTT);
   prefetch(0);
+  stage(0);
+  __syncthreads();  // tile 0 is staged
+  if (tiles > 1) prefetch(1);
   for (int k = 0; k < tiles; k++) {
-    __syncthreads();  // tile k-1's compute is done with the staged tile and has written sY
-    if (k > 0) store_out(k - 1);
-    stage(k);
-    __syncthreads();  // tile k is staged
-    if (k + 1 < tiles) prefetch(k + 1);
     const float* dtr = sDt[cc];
     const float* dtur = sDtu[cc];
 #pragma unroll 1
@@ -341,9 +346,14 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, seq_min_blocks(kCB * Q)) scan_fwd_s
           if (q * S + j < p.N) st[j] = h[j];
       }
     }
+    __syncthreads();  // tile k's compute is done with the staged tile and has written sY
+    store_out(k);
+    if (k + 1 < tiles) {
+      stage(k + 1);
+      __syncthreads();  // tile k+1 is staged
+      if (k + 2 < tiles) prefetch(k + 2);
+    }
   }
-  __syncthreads();
-  store_out(tiles - 1);
 }
 
 template <class T, int Q, int POLY, bool SPLIT = false>
