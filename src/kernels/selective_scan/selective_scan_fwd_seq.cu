@@ -3,9 +3,11 @@
 //
 // Why: the warp-per-channel scan spends ~12.8 issue slots per (step, state) — a fold, a replay, the shuffle scan,
 // and a bf16->f32 unpack of Bm and Cm in every channel. Here a (step, state) costs the recurrence itself:
-// FMUL dt*A, EX2, FMUL B*(dt u), FFMA h, FFMA y (5 slots) plus ~1.4 of shared loads and the y reduction,
-// so the kernel is bounded by the MUFU unit (671 M exponentials at 16/clk/SM = 161 µs at the target shape);
-// POLY of every 4*S exponentials (4 steps x S states) run as a polynomial on the FMA pipe to take load off it.
+// FMUL dt*A, EX2, FMUL B*(dt u), FFMA h, FFMA y (5 slots) plus ~1.4 of shared loads and the y reduction.
+// Its floor is the MUFU unit (671 M exponentials at 16/clk/SM = 161 µs at the target shape), but it does not run
+// there: MUFU is ~60% busy, and taking 10% of its ops away moved the kernel by 0.6% (fourteenth round). What it
+// spends is ~248 µs of recurrence with its loads and barriers plus ~76 µs of the staging and output phases.
+// POLY of every 4*S exponentials (4 steps x S states) run as a polynomial on the FMA pipe (variants 2-4, 6).
 //
 // Block: 32 channels of one (batch, group), Q lanes per channel, each lane S = 16/Q states (N <= 16; states past
 // N are padded with A = B = C = 0, which keeps h = 0). The Q lanes of a channel are adjacent (variants 1-4: they
