@@ -15,7 +15,8 @@
 // the default: each warp reads one Bm/Cm float4 per step as a broadcast, and the partial y meet in shared memory
 // at the tile's output). Time goes in tiles of kTT steps: the block stages the tile's Bm/Cm (f32, [t][B|C][n])
 // and its channels' (dt, dt*u) in shared memory once — bf16 unpacked, softplus evaluated, once per block instead
-// of once per lane — while the next tile's global loads are in flight in registers; the tile's output is gated
+// of once per lane — while the next tile's global loads are in flight (in registers, or for variant 5 by cp.async
+// into shared memory); the tile's output is gated
 // (z), skipped (D u) and stored as 16-byte packs by the threads that loaded u and z.
 #include <cstdlib>
 #include <initializer_list>
@@ -103,7 +104,12 @@ __device__ __forceinline__ void fold_lanes(float* v, int lane, int& off) {
 // blocks per SM of the target shape. Measured with that budget: 370 µs against variant 5's 341 (thirteenth round).
 constexpr int seq_min_blocks(int threads) { return threads == 128 ? kMinThreadsPerSM / 128 : 6; }
 
-template <class T, bool VEC, int Q, int POLY, bool SPLIT>
+// ASYNC (variant 5; it takes 16-bit I/O with 16-byte rows on a backend whose shared-memory copy is asynchronous):
+// the next tile travels global -> shared by cp.async into slots of each thread's own, which the same thread reads
+// back at the staging (so no barrier), instead of in 16 registers held through the recurrence. UNR: 4-step
+// iterations of the recurrence unrolled together. With both, variant 5 went 329.1 -> 325.6 us at the target shape
+// on the H200 (ASYNC alone 327.6; bf16 90-92 registers instead of 94; docs/mamba_kernels.md, fifteenth round).
+template <class T, bool VEC, int Q, int POLY, bool SPLIT, bool ASYNC = false, int UNR = 1>
 __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, seq_min_blocks(kCB * Q)) scan_fwd_seq_kernel(SeqParams p) {
   constexpr int S = kNP / Q;                   // states per lane
   constexpr int YQ = SPLIT ? Q : 1;            // partial y rows per channel in shared memory
@@ -122,6 +128,8 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, seq_min_blocks(kCB * Q)) scan_fwd_s
   auto bc_pack = [](int m) { return m / (2 * kNP); };
   static_assert(kCB * PPC % kThreads == 0 && S % 4 == 0 && kU % Q == 0 && kThreads % kW == 0, "tile shape");
   static_assert(P % 4 == 0, "dt and dt*u are staged a float4 at a time");
+  constexpr bool kAsync = ASYNC && VEC && sizeof(T) == 2 && ANVIL_ASYNC_SMEM_COPY;
+  constexpr int kRaw = kAsync ? 3 * KC + KB : 1;  // raw 16-byte packs per thread: u, delta, z, then Bm/Cm
 
   struct alignas(16) Smem {  // every row starts on 16 bytes: float4 / 16-byte pack accesses
     float BC[kTT][2][kNP];     // Bm, Cm of step t side by side: a 32-float row, see the staging map
@@ -132,6 +140,8 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, seq_min_blocks(kCB * Q)) scan_fwd_s
     T z[kCB][kTT];  // quarter warp's 2 channels x 4 packs cover the 32 banks once
   };
   __shared__ Smem sm;
+  // ASYNC: the next tile as loaded, thread-major (consecutive 16-byte slots); 16 unused bytes otherwise.
+  __shared__ uint4 raw[kRaw][kAsync ? kThreads : 1];
   auto& sBC = sm.BC;
   auto& sDt = sm.dt;
   auto& sDtu = sm.dtu;
@@ -188,7 +198,12 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, seq_min_blocks(kCB * Q)) scan_fwd_s
 #pragma unroll
     for (int i = 0; i < KC; i++) {
       const int64_t t0 = tt + ((tid + i * kThreads) % PPC) * P;
-      if constexpr (VEC) {
+      if constexpr (kAsync) {
+        const int64_t tc = t0 < L ? t0 : L - P;
+        anvil_cp_async16(&raw[i][tid], U + srow[i] + tc, true);
+        anvil_cp_async16(&raw[KC + i][tid], Dl + srow[i] + tc, true);
+        anvil_cp_async16(&raw[2 * KC + i][tid], Zs + srow[i] + tc, true);
+      } else if constexpr (VEC) {
         const int64_t tc = t0 < L ? t0 : L - P;
         nu[i] = *reinterpret_cast<const uint4*>(U + srow[i] + tc);
         nd[i] = *reinterpret_cast<const uint4*>(Dl + srow[i] + tc);
@@ -204,7 +219,10 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, seq_min_blocks(kCB * Q)) scan_fwd_s
       const int m = tid + i * kThreads, n = bc_state(m);
       const int64_t t0 = tt + bc_pack(m) * P;
       const T* src = bc_is_c(m) ? Cg : Bg;
-      if constexpr (VEC) {
+      if constexpr (kAsync) {
+        const int64_t tc = t0 < L ? t0 : L - P;
+        if (m < NBC) anvil_cp_async16(&raw[3 * KC + i][tid], src + int64_t(n < p.N ? n : p.N - 1) * L + tc, true);
+      } else if constexpr (VEC) {
         const int64_t tc = t0 < L ? t0 : L - P;
         if (m < NBC) nbc[i] = *reinterpret_cast<const uint4*>(src + int64_t(n < p.N ? n : p.N - 1) * L + tc);
       } else {
@@ -212,9 +230,18 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, seq_min_blocks(kCB * Q)) scan_fwd_s
         nbc[i] = gpu::pack_bits(live ? load_pack_at<T, VEC>(src + int64_t(n) * L, t0, L) : zero_pack<T>());
       }
     }
+    if constexpr (kAsync) anvil_cp_async_commit();
   };
   auto stage = [&](int k) {
     const int64_t tt = int64_t(k) * kTT;
+    if constexpr (kAsync) {  // the thread's own copies: complete and visible to it after the wait, no barrier
+      anvil_cp_async_wait_all();
+#pragma unroll
+      for (int i = 0; i < KC; i++) nu[i] = raw[i][tid], nd[i] = raw[KC + i][tid], nz[i] = raw[2 * KC + i][tid];
+#pragma unroll
+      for (int i = 0; i < KB; i++)
+        if (tid + i * kThreads < NBC) nbc[i] = raw[3 * KC + i][tid];
+    }
 #pragma unroll
     for (int i = 0; i < KC; i++) {
       const int sc = (tid + i * kThreads) / PPC, sp = (tid + i * kThreads) % PPC;
@@ -299,7 +326,7 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, seq_min_blocks(kCB * Q)) scan_fwd_s
   for (int k = 0; k < tiles; k++) {
     const float* dtr = sDt[cc];
     const float* dtur = sDtu[cc];
-#pragma unroll 1
+#pragma unroll UNR
     for (int t = 0; t < kTT; t += kU) {
       static_assert(kU == 4, "one float4 of dt and one of dt*u per iteration");
       float y[kU];
@@ -358,10 +385,11 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, seq_min_blocks(kCB * Q)) scan_fwd_s
   }
 }
 
-template <class T, int Q, int POLY, bool SPLIT = false>
+template <class T, int Q, int POLY, bool SPLIT = false, bool ASYNC = false, int UNR = 1>
 void launch_seq(const SeqParams& p, int64_t batches, bool vec) {
   const unsigned grid = unsigned(batches * p.G * p.blocks_per_group);
-  auto kernel = vec ? scan_fwd_seq_kernel<T, true, Q, POLY, SPLIT> : scan_fwd_seq_kernel<T, false, Q, POLY, SPLIT>;
+  auto kernel = vec ? scan_fwd_seq_kernel<T, true, Q, POLY, SPLIT, ASYNC, UNR>
+                    : scan_fwd_seq_kernel<T, false, Q, POLY, SPLIT, ASYNC, UNR>;
   kernel<<<grid, kCB * Q, 0, gpu::stream()>>>(p);
   ANVIL_LAUNCH_CHECK();
 }
@@ -412,7 +440,7 @@ bool selective_scan_fwd_seq_gpu(int variant, const Tensor& u, const Tensor& delt
       case 2: launch_seq<T, 4, 2>(p, batches, vec); break;  // 12.5% polynomial
       case 3: launch_seq<T, 4, 4>(p, batches, vec); break;  // 25% polynomial
       case 4: launch_seq<T, 2, 4>(p, batches, vec); break;  // 2 lanes x 8 states, 12.5% polynomial
-      case 5: launch_seq<T, 4, 0, true>(p, batches, vec); break;  // 4 warps x 4 states, broadcast Bm/Cm
+      case 5: launch_seq<T, 4, 0, true, true, 2>(p, batches, vec); break;  // 4 warps x 4 states, broadcast Bm/Cm
       case 6: launch_seq<T, 4, 2, true>(p, batches, vec); break;  // the same, 12.5% polynomial
       case 7: launch_seq<T, 2, 0, true>(p, batches, vec); break;  // 2 warps x 8 states, broadcast Bm/Cm
     }
