@@ -142,6 +142,8 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, seq_min_blocks(kCB * Q)) scan_fwd_s
   __shared__ Smem sm;
   // ASYNC: the next tile as loaded, thread-major (consecutive 16-byte slots); 16 unused bytes otherwise.
   __shared__ uint4 raw[kRaw][kAsync ? kThreads : 1];
+  static_assert(!kAsync || seq_min_blocks(kThreads) * (sizeof(Smem) + sizeof(raw) + 1024) <= 228 * 1024,
+                "the blocks per SM the register budget allows must fit the 228 KB of shared memory too");
   auto& sBC = sm.BC;
   auto& sDt = sm.dt;
   auto& sDtu = sm.dtu;
@@ -198,16 +200,17 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, seq_min_blocks(kCB * Q)) scan_fwd_s
 #pragma unroll
     for (int i = 0; i < KC; i++) {
       const int64_t t0 = tt + ((tid + i * kThreads) % PPC) * P;
-      if constexpr (kAsync) {
+      if constexpr (VEC) {
         const int64_t tc = t0 < L ? t0 : L - P;
-        anvil_cp_async16(&raw[i][tid], U + srow[i] + tc, true);
-        anvil_cp_async16(&raw[KC + i][tid], Dl + srow[i] + tc, true);
-        anvil_cp_async16(&raw[2 * KC + i][tid], Zs + srow[i] + tc, true);
-      } else if constexpr (VEC) {
-        const int64_t tc = t0 < L ? t0 : L - P;
-        nu[i] = *reinterpret_cast<const uint4*>(U + srow[i] + tc);
-        nd[i] = *reinterpret_cast<const uint4*>(Dl + srow[i] + tc);
-        nz[i] = *reinterpret_cast<const uint4*>(Zs + srow[i] + tc);
+        if constexpr (kAsync) {
+          anvil_cp_async16(&raw[i][tid], U + srow[i] + tc, true);
+          anvil_cp_async16(&raw[KC + i][tid], Dl + srow[i] + tc, true);
+          anvil_cp_async16(&raw[2 * KC + i][tid], Zs + srow[i] + tc, true);
+        } else {
+          nu[i] = *reinterpret_cast<const uint4*>(U + srow[i] + tc);
+          nd[i] = *reinterpret_cast<const uint4*>(Dl + srow[i] + tc);
+          nz[i] = *reinterpret_cast<const uint4*>(Zs + srow[i] + tc);
+        }
       } else {
         nu[i] = gpu::pack_bits(sval[i] ? load_pack_at<T, VEC>(U + srow[i], t0, L) : zero_pack<T>());
         nd[i] = gpu::pack_bits(sval[i] ? load_pack_at<T, VEC>(Dl + srow[i], t0, L) : zero_pack<T>());
@@ -219,12 +222,13 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, seq_min_blocks(kCB * Q)) scan_fwd_s
       const int m = tid + i * kThreads, n = bc_state(m);
       const int64_t t0 = tt + bc_pack(m) * P;
       const T* src = bc_is_c(m) ? Cg : Bg;
-      if constexpr (kAsync) {
+      if constexpr (VEC) {
         const int64_t tc = t0 < L ? t0 : L - P;
-        if (m < NBC) anvil_cp_async16(&raw[3 * KC + i][tid], src + int64_t(n < p.N ? n : p.N - 1) * L + tc, true);
-      } else if constexpr (VEC) {
-        const int64_t tc = t0 < L ? t0 : L - P;
-        if (m < NBC) nbc[i] = *reinterpret_cast<const uint4*>(src + int64_t(n < p.N ? n : p.N - 1) * L + tc);
+        if constexpr (kAsync) {
+          if (m < NBC) anvil_cp_async16(&raw[3 * KC + i][tid], src + int64_t(n < p.N ? n : p.N - 1) * L + tc, true);
+        } else {
+          if (m < NBC) nbc[i] = *reinterpret_cast<const uint4*>(src + int64_t(n < p.N ? n : p.N - 1) * L + tc);
+        }
       } else {
         const bool live = m < NBC && n < p.N;
         nbc[i] = gpu::pack_bits(live ? load_pack_at<T, VEC>(src + int64_t(n) * L, t0, L) : zero_pack<T>());
