@@ -109,7 +109,11 @@ constexpr int seq_min_blocks(int threads) { return threads == 128 ? kMinThreadsP
 // back at the staging (so no barrier), instead of in 16 registers held through the recurrence. UNR: 4-step
 // iterations of the recurrence unrolled together. With both, variant 5 went 329.1 -> 325.6 us at the target shape
 // on the H200 (ASYNC alone 327.6; bf16 90-92 registers instead of 94; docs/mamba_kernels.md, fifteenth round).
-template <class T, bool VEC, int Q, int POLY, bool SPLIT, bool ASYNC = false, int UNR = 1>
+// PIPE (variant 5): each 4-step group's 16 exponentials are computed during the group before, so they wait in
+// registers instead of the FFMA chain waiting on MUFU results; with the tile's 8 groups unrolled (UNR = 8) 326.4
+// -> 322.0 us at the target shape on the H200 (2 groups per iteration: 354 us, 1: 385; the tile unrolled without
+// PIPE: EX2 results used 9.6 instructions after issue on average against 18.3 with it; sixteenth round).
+template <class T, bool VEC, int Q, int POLY, bool SPLIT, bool ASYNC = false, int UNR = 1, bool PIPE = false>
 __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, seq_min_blocks(kCB * Q)) scan_fwd_seq_kernel(SeqParams p) {
   constexpr int S = kNP / Q;                   // states per lane
   constexpr int YQ = SPLIT ? Q : 1;            // partial y rows per channel in shared memory
@@ -330,15 +334,40 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, seq_min_blocks(kCB * Q)) scan_fwd_s
   for (int k = 0; k < tiles; k++) {
     const float* dtr = sDt[cc];
     const float* dtur = sDtu[cc];
+    // The exponentials of a 4-step group, a[s][j] = exp2(dt_s A_j log2 e): POLY of them on the FMA pipe.
+    auto group_exps = [&](float (&a)[kU][S], const float* d) {
+      const float4 d4 = *reinterpret_cast<const float4*>(d);
+      const float dd[kU] = {d4.x, d4.y, d4.z, d4.w};
+#pragma unroll
+      for (int s = 0; s < kU; s++)
+#pragma unroll
+        for (int j = 0; j < S; j++) {
+          const float x = dd[s] * A2[j];
+          a[s][j] = j * kU + s < POLY ? exp2_poly(x) : ANVIL_EXP2_FTZ(x);
+        }
+    };
+    // PIPE: a group's exponentials are computed during the group before it (the tile's first at its top), so the
+    // recurrence's FFMAs find them in registers instead of waiting on MUFU latency.
+    [[maybe_unused]] float an[kU][S];
+    if constexpr (PIPE) group_exps(an, dtr);
 #pragma unroll UNR
     for (int t = 0; t < kTT; t += kU) {
       static_assert(kU == 4, "one float4 of dt and one of dt*u per iteration");
+      float a[kU][S];
+      if constexpr (PIPE) {
+#pragma unroll
+        for (int s = 0; s < kU; s++)
+#pragma unroll
+          for (int j = 0; j < S; j++) a[s][j] = an[s][j];
+        if (t + kU < kTT) group_exps(an, dtr + t + kU);
+      } else {
+        group_exps(a, dtr + t);
+      }
       float y[kU];
-      const float4 d4 = *reinterpret_cast<const float4*>(dtr + t), u4 = *reinterpret_cast<const float4*>(dtur + t);
-      const float dd[kU] = {d4.x, d4.y, d4.z, d4.w}, ddu[kU] = {u4.x, u4.y, u4.z, u4.w};
+      const float4 u4 = *reinterpret_cast<const float4*>(dtur + t);
+      const float ddu[kU] = {u4.x, u4.y, u4.z, u4.w};
 #pragma unroll
       for (int s = 0; s < kU; s++) {
-        const float dt = dd[s], dtu = ddu[s];
         float bb[S], cv[S];
 #pragma unroll
         for (int j = 0; j < S; j += 4) {
@@ -349,9 +378,7 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, seq_min_blocks(kCB * Q)) scan_fwd_s
         }
 #pragma unroll
         for (int j = 0; j < S; j++) {
-          const float x = dt * A2[j];
-          const float a = j * kU + s < POLY ? exp2_poly(x) : ANVIL_EXP2_FTZ(x);
-          h[j] = fmaf(a, h[j], bb[j] * dtu);
+          h[j] = fmaf(a[s][j], h[j], bb[j] * ddu[s]);
           y[s] = j == 0 ? cv[j] * h[j] : fmaf(cv[j], h[j], y[s]);
         }
       }
@@ -389,11 +416,11 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, seq_min_blocks(kCB * Q)) scan_fwd_s
   }
 }
 
-template <class T, int Q, int POLY, bool SPLIT = false, bool ASYNC = false, int UNR = 1>
+template <class T, int Q, int POLY, bool SPLIT = false, bool ASYNC = false, int UNR = 1, bool PIPE = false>
 void launch_seq(const SeqParams& p, int64_t batches, bool vec) {
   const unsigned grid = unsigned(batches * p.G * p.blocks_per_group);
-  auto kernel = vec ? scan_fwd_seq_kernel<T, true, Q, POLY, SPLIT, ASYNC, UNR>
-                    : scan_fwd_seq_kernel<T, false, Q, POLY, SPLIT, ASYNC, UNR>;
+  auto kernel = vec ? scan_fwd_seq_kernel<T, true, Q, POLY, SPLIT, ASYNC, UNR, PIPE>
+                    : scan_fwd_seq_kernel<T, false, Q, POLY, SPLIT, ASYNC, UNR, PIPE>;
   kernel<<<grid, kCB * Q, 0, gpu::stream()>>>(p);
   ANVIL_LAUNCH_CHECK();
 }
@@ -444,7 +471,15 @@ bool selective_scan_fwd_seq_gpu(int variant, const Tensor& u, const Tensor& delt
       case 2: launch_seq<T, 4, 2>(p, batches, vec); break;  // 12.5% polynomial
       case 3: launch_seq<T, 4, 4>(p, batches, vec); break;  // 25% polynomial
       case 4: launch_seq<T, 2, 4>(p, batches, vec); break;  // 2 lanes x 8 states, 12.5% polynomial
-      case 5: launch_seq<T, 4, 0, true, true, 2>(p, batches, vec); break;  // 4 warps x 4 states, broadcast Bm/Cm
+      case 5:  // 4 warps x 4 states, broadcast Bm/Cm, the next tile by cp.async where it is asynchronous (CUDA)
+#if defined(ANVIL_HIP)
+        // The unrolled tile with PIPE took 168 VGPRs and 56 B of scratch on gfx90a, against 106 and none with
+        // 8-step iterations; it is not measured there, so HIP keeps those.
+        launch_seq<T, 4, 0, true, true, 2>(p, batches, vec);
+#else
+        launch_seq<T, 4, 0, true, true, 8, true>(p, batches, vec);
+#endif
+        break;
       case 6: launch_seq<T, 4, 2, true>(p, batches, vec); break;  // the same, 12.5% polynomial
       case 7: launch_seq<T, 2, 0, true>(p, batches, vec); break;  // 2 warps x 8 states, broadcast Bm/Cm
     }
