@@ -5,9 +5,11 @@
 // and a bf16->f32 unpack of Bm and Cm in every channel. Here a (step, state) costs the recurrence itself:
 // FMUL dt*A, EX2, FMUL B*(dt u), FFMA h, FFMA y (5 slots) plus ~1.4 of shared loads and the y reduction.
 // Its floor is the MUFU unit (671 M exponentials at 16/clk/SM = 161 µs at the target shape), but it does not run
-// there: MUFU is ~60% busy, and taking 10% of its ops away moved the kernel by 0.6% (fourteenth round). What it
-// spends is ~248 µs of recurrence with its loads and barriers plus ~76 µs of the staging and output phases.
-// POLY of every 4*S exponentials (4 steps x S states) run as a polynomial on the FMA pipe (variants 2-4, 6).
+// there: MUFU is ~65% busy. Before PIPE (below) its warps waited on MUFU results, and taking 10% of its ops away
+// moved the kernel by 0.6% (fourteenth round); with the results computed a group ahead, 12.5% of the state
+// exponentials on the FMA pipe took 2.1% off (sixteenth round). It spends ~248 µs of recurrence with its loads
+// and barriers plus ~76 µs of the staging and output phases (fourteenth round, before PIPE).
+// POLY of every 4*S exponentials (4 steps x S states) run as a polynomial on the FMA pipe (variants 2-6).
 //
 // Block: 32 channels of one (batch, group), Q lanes per channel, each lane S = 16/Q states (N <= 16; states past
 // N are padded with A = B = C = 0, which keeps h = 0). The Q lanes of a channel are adjacent (variants 1-4: they
@@ -112,7 +114,8 @@ constexpr int seq_min_blocks(int threads) { return threads == 128 ? kMinThreadsP
 // PIPE (variant 5): each 4-step group's 16 exponentials are computed during the group before, so they wait in
 // registers instead of the FFMA chain waiting on MUFU results; with the tile's 8 groups unrolled (UNR = 8) 326.4
 // -> 322.0 us at the target shape on the H200 (2 groups per iteration: 354 us, 1: 385; the tile unrolled without
-// PIPE: EX2 results used 9.6 instructions after issue on average against 18.3 with it; sixteenth round).
+// PIPE: EX2 results used 9.6 instructions after issue on average against 18.3 with it), and with 2 of each
+// group's 16 as polynomials (POLY = 2) 314.7 us (1: 318.6, 3: 323.0, 4: 335.6; sixteenth round).
 template <class T, bool VEC, int Q, int POLY, bool SPLIT, bool ASYNC = false, int UNR = 1, bool PIPE = false>
 __global__ void ANVIL_LAUNCH_BOUNDS(kCB * Q, seq_min_blocks(kCB * Q)) scan_fwd_seq_kernel(SeqParams p) {
   constexpr int S = kNP / Q;                   // states per lane
@@ -471,16 +474,17 @@ bool selective_scan_fwd_seq_gpu(int variant, const Tensor& u, const Tensor& delt
       case 2: launch_seq<T, 4, 2>(p, batches, vec); break;  // 12.5% polynomial
       case 3: launch_seq<T, 4, 4>(p, batches, vec); break;  // 25% polynomial
       case 4: launch_seq<T, 2, 4>(p, batches, vec); break;  // 2 lanes x 8 states, 12.5% polynomial
-      case 5:  // 4 warps x 4 states, broadcast Bm/Cm, the next tile by cp.async where it is asynchronous (CUDA)
+      case 5:  // 4 warps x 4 states, broadcast Bm/Cm, the next tile by cp.async where it is asynchronous (CUDA),
+               // exponentials a group ahead with 12.5% of them polynomials
 #if defined(ANVIL_HIP)
         // The unrolled tile with PIPE took 168 VGPRs and 56 B of scratch on gfx90a, against 106 and none with
         // 8-step iterations; it is not measured there, so HIP keeps those.
         launch_seq<T, 4, 0, true, true, 2>(p, batches, vec);
 #else
-        launch_seq<T, 4, 0, true, true, 8, true>(p, batches, vec);
+        launch_seq<T, 4, 2, true, true, 8, true>(p, batches, vec);
 #endif
         break;
-      case 6: launch_seq<T, 4, 2, true>(p, batches, vec); break;  // the same, 12.5% polynomial
+      case 6: launch_seq<T, 4, 2, true>(p, batches, vec); break;  // 5 without cp.async and PIPE, 12.5% polynomial
       case 7: launch_seq<T, 2, 0, true>(p, batches, vec); break;  // 2 warps x 8 states, broadcast Bm/Cm
     }
   });
