@@ -109,14 +109,16 @@ struct alignas(16) BwdSmem {
   // (dt, dt*u, dy, u) per channel and step; after the step's reduction round, (du, ddelta, dz, -) of the step.
   // +1: the compute warps read one step of 8 channels at once, which lands on 8 distinct bank quads.
   float4 d[kCB][kTT + 1];
-  float2 e[kCB][kTT + 1];          // (d dt/d delta, dout * silu'(z)) per channel and step
+  // (d dt/d delta, dout * silu'(z)) per channel and step. +2: the per-step reducers' 16 lanes of a half warp (8
+  // channels x 2 steps) read 16 distinct bank pairs (with +1, channel c + 1 at step s and c at s + 1 collided).
+  float2 e[kCB][kTT + 2];
   // silu(z) per channel and step (1 without z), when y is wanted; read by write_tile as float4s: rows of 36 keep
   // them 16-byte aligned and put write_tile's 8 channels of a quarter warp on 8 distinct bank quads.
   float sz[kCB][kTT + 4];
   float4 sub[kSubs - 1][kThreads]; // h at steps 8, 16, 24 of the tile, per thread
   float bias[kCB];                 // delta_bias of the block's channels
   // Last: without asynchronous copies (HIP) the raw tile lives here, free between a tile's last round and the
-  // next tile's first (62 KB in all fits the 64 KB of LDS of a CDNA workgroup; a separate raw tile would not).
+  // next tile's first (62.3 KB in all fits the 64 KB of LDS of a CDNA workgroup; a separate raw tile would not).
   float red[kHalf][kRedS];         // [step][dC|dB][channel][state]
   float pp[kCB][kPPS];             // [channel][gB|dtw|y][lane][step]
 };
@@ -227,7 +229,7 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
                                                    (kOverlap ? sizeof(BwdSmem) : offsetof(BwdSmem, red)));
 
   const int tid = int(threadIdx.x);
-  // Persistent blocks take (channel block, time segment) items. Why: at 3 blocks per SM (168 registers, 72.5 KB) the
+  // Persistent blocks take (channel block, time segment) items. Why: at 3 blocks per SM (168 registers, 72.8 KB) the
   // 640 blocks of the issue's shape were 1.62 waves and the 512 of Mamba-370m/1.4B 1.29, and a second wave of one
   // or two blocks per SM runs at ~half the SM's rate of three (docs/mamba_kernels.md). Eight segments per block
   // make 10-13 rounds of items, so the last, partial round is short. A segment starts from the adjoint carry the
@@ -262,7 +264,14 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
     const bool valid = ch0 + cc < p.per_group;
     const int d = g * p.per_group + (valid ? ch0 + cc : 0);
     const int64_t row = int64_t(b) * p.D + d;
-    const float dskip = p.D_skip ? p.D_skip[d] : 0.f;
+    // Per-step reducer role: step rq of each round of channel rc, 8 channels of one step per 8 adjacent threads, so
+    // that a quarter warp's float4 of sm.d lands on 8 distinct bank quads (thread (cc, q) put channels c + 1 at step
+    // s and c at s + 1 on the same quad: 2-way conflicts on every load and store of the step outputs).
+    const int rc = (tid / 32) * 8 + tid % 8, rq = (tid / 8) % 4;
+    static_assert(kThreads == 4 * kCB && kCB % 8 == 0, "reducer roles cover the block's channels x 4 steps");
+    const bool rvalid = ch0 + rc < p.per_group;
+    const int rd = g * p.per_group + (rvalid ? ch0 + rc : 0);
+    const float dskip = p.D_skip ? p.D_skip[rd] : 0.f;
     float A2[kS], qc[kS], dA[kS];
 #pragma unroll
     for (int j = 0; j < kS; j++) {
@@ -388,22 +397,22 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
         const int64_t t = tt + tr + rs;
         if (rn < p.N && t < L) anvil_red_add_f32((rw ? p.dB : p.dC) + sb.bc + int64_t(rn) * L + t, s);
       }
-      {  // per step of channel cc: step q of the round; the outputs replace the step's staged inputs
-        const int s = q;
+      {  // step rq of channel rc in the round; the outputs replace the step's staged inputs
+        const int s = rq;
         float gB = 0.f, dtw = 0.f, ys = 0.f;
 #pragma unroll
         for (int l = 0; l < kQ; l++) {
-          gB += ppb[cc][0 * kQ * kHalf + l * kHalf + s];
-          dtw += ppb[cc][1 * kQ * kHalf + l * kHalf + s];
-          ys += ppb[cc][2 * kQ * kHalf + l * kHalf + s];
+          gB += ppb[rc][0 * kQ * kHalf + l * kHalf + s];
+          dtw += ppb[rc][1 * kQ * kHalf + l * kHalf + s];
+          ys += ppb[rc][2 * kQ * kHalf + l * kHalf + s];
         }
-        float4& slot = sm.d[cc][tr + s];
+        float4& slot = sm.d[rc][tr + s];
         const float4 dd = slot;
-        const float2 ee = sm.e[cc][tr + s];
+        const float2 ee = sm.e[rc][tr + s];
         const float ddt = fmaf(dd.w, gB, dtw * kLn2) * ee.x;  // (u gB + A-part) * d dt / d delta
         const float y = fmaf(dskip, dd.w, ys);                  // the forward's y before the gate
         slot = make_float4(fmaf(dd.x, gB, dskip * dd.z), ddt, ee.y * y, y);  // write_tile gates y
-        if (valid && tt + tr + s < L) {
+        if (rvalid && tt + tr + s < L) {
           dD_acc = fmaf(dd.z, dd.w, dD_acc);
           ddb_acc += ddt;
         }
@@ -637,8 +646,8 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
 #pragma unroll
     for (int j = 0; j < kS; j++)
       if (valid && q * kS + j < p.N) anvil_red_add_f32(p.dA + int64_t(d) * p.N + q * kS + j, dA[j]);
-    if (valid && p.dD) anvil_red_add_f32(p.dD + d, dD_acc);
-    if (valid && p.ddelta_bias) anvil_red_add_f32(p.ddelta_bias + d, ddb_acc);
+    if (rvalid && p.dD) anvil_red_add_f32(p.dD + rd, dD_acc);
+    if (rvalid && p.ddelta_bias) anvil_red_add_f32(p.ddelta_bias + rd, ddb_acc);
     if (SEG && seg > 0) {  // the carry into the segment before: every thread's store is visible before the flag
       p.carry[(int64_t(blk) * p.segs + seg) * kThreads + tid] = make_float4(qc[0], qc[1], qc[2], qc[3]);
       __threadfence();
@@ -663,9 +672,9 @@ int bwd_segments(int blocks, int slots, int tiles) {
   return std::max(1, std::min(want, tiles));
 }
 
-// The kernel, with its dynamic shared memory allowed (> 48 KB must be asked for on NVIDIA). CUDA: 62 KB + the raw
-// tile (bf16/f16 10.5 KB -> 72.5 KB, 3 blocks per SM of 228 KB with 1 KB each reserved; f32 20.5 KB -> 82.5 KB, 2
-// blocks). HIP: 62 KB (the raw tile in red/pp).
+// The kernel, with its dynamic shared memory allowed (> 48 KB must be asked for on NVIDIA). CUDA: 62.3 KB + the raw
+// tile (bf16/f16 10.5 KB -> 72.8 KB, 3 blocks per SM of 228 KB with 1 KB each reserved; f32 20.5 KB -> 82.8 KB, 2
+// blocks). HIP: 62.3 KB (the raw tile in red/pp).
 template <class T, bool VEC, bool HOLD, bool WRED, bool ONEBAR, bool SEG>
 auto bwd_kernel() {
   auto kernel = scan_bwd_async_kernel<T, VEC, HOLD, WRED, ONEBAR, SEG>;
