@@ -267,8 +267,9 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
     // Per-step reducer role: step rq of each round of channel rc, 8 channels of one step per 8 adjacent threads, so
     // that a quarter warp's float4 of sm.d lands on 8 distinct bank quads (thread (cc, q) put channels c + 1 at step
     // s and c at s + 1 on the same quad: 2-way conflicts on every load and store of the step outputs).
-    const int rc = (tid / 32) * 8 + tid % 8, rq = (tid / 8) % 4;
-    static_assert(kThreads == 4 * kCB && kCB % 8 == 0, "reducer roles cover the block's channels x 4 steps");
+    constexpr int kRC = 8;  // channels per group of reducers: 8 float4 = the 8 bank quads a quarter warp reaches
+    const int rc = (tid / (kRC * kHalf)) * kRC + tid % kRC, rq = (tid / kRC) % kHalf;
+    static_assert(kThreads == kHalf * kCB && kCB % kRC == 0, "reducer roles cover the block's channels x 4 steps");
     const bool rvalid = ch0 + rc < p.per_group;
     const int rd = g * p.per_group + (rvalid ? ch0 + rc : 0);
     const float dskip = p.D_skip ? p.D_skip[rd] : 0.f;
