@@ -71,7 +71,10 @@ constexpr int kSub = 8;                     // steps per recomputed sub-tile (a,
 constexpr int kHalf = 4;                    // steps per reduction round
 constexpr int kSubs = kTT / kSub;           // 4 sub-tiles per tile
 constexpr int kRedS = 2 * kCB * kNP + 8;    // dC|dB of one step; +8 floats: 4 steps x 8 states on 32 banks
-constexpr int kPPS = 3 * kQ * kHalf + 4;    // (gB, dtw, y) x lane x step of one channel; +4: 8 channels apart
+// (gB, dtw, y) x lane x step of one channel, no padding: a storing quarter warp (channels 2p, 2p + 1 x 4 lanes, one
+// float4 each) then covers 8 bank quads (the rows 12 quads apart; with +4, as until the seventeenth round, the two
+// channels' quads overlapped in one: 2-way conflicts on every store), and the reducers rotate the lanes they read.
+constexpr int kPPS = 3 * kQ * kHalf;
 constexpr int kWarps = kThreads / gpu::kWarpSize;  // 4 (NVIDIA) or 2 (AMD)
 constexpr int kRedW = 2 * kNP * kHalf;      // variant 4: floats of one warp's pre-summed dC|dB in a round
 constexpr int kChElems = kCB * kTT;         // (channel, step) elements of a tile: 1024
@@ -400,12 +403,16 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
       }
       {  // step rq of channel rc in the round; the outputs replace the step's staged inputs
         const int s = rq;
+        // The 4 lanes' partials, from lane (l + rc / 2) % 4 on: rows of 48 floats put channels c and c + 2 on the
+        // same banks, and the rotation separates them (32 distinct banks per load). The order of the sum is then a
+        // fixed function of the channel: the same run to run.
         float gB = 0.f, dtw = 0.f, ys = 0.f;
 #pragma unroll
         for (int l = 0; l < kQ; l++) {
-          gB += ppb[rc][0 * kQ * kHalf + l * kHalf + s];
-          dtw += ppb[rc][1 * kQ * kHalf + l * kHalf + s];
-          ys += ppb[rc][2 * kQ * kHalf + l * kHalf + s];
+          const float* src = &ppb[rc][((l + rc / 2) % kQ) * kHalf + s];
+          gB += src[0 * kQ * kHalf];
+          dtw += src[1 * kQ * kHalf];
+          ys += src[2 * kQ * kHalf];
         }
         float4& slot = sm.d[rc][tr + s];
         const float4 dd = slot;
