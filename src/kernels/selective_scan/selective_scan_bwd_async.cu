@@ -121,7 +121,7 @@ struct alignas(16) BwdSmem {
   float4 sub[kSubs - 1][kThreads]; // h at steps 8, 16, 24 of the tile, per thread
   float bias[kCB];                 // delta_bias of the block's channels
   // Last: without asynchronous copies (HIP) the raw tile lives here, free between a tile's last round and the
-  // next tile's first (62.3 KB in all fits the 64 KB of LDS of a CDNA workgroup; a separate raw tile would not).
+  // next tile's first (61.8 KB in all fits the 64 KB of LDS of a CDNA workgroup; a separate raw tile would not).
   float red[kHalf][kRedS];         // [step][dC|dB][channel][state]
   float pp[kCB][kPPS];             // [channel][gB|dtw|y][lane][step]
 };
@@ -232,7 +232,7 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
                                                    (kOverlap ? sizeof(BwdSmem) : offsetof(BwdSmem, red)));
 
   const int tid = int(threadIdx.x);
-  // Persistent blocks take (channel block, time segment) items. Why: at 3 blocks per SM (168 registers, 72.8 KB) the
+  // Persistent blocks take (channel block, time segment) items. Why: at 3 blocks per SM (168 registers, 72.3 KB) the
   // 640 blocks of the issue's shape were 1.62 waves and the 512 of Mamba-370m/1.4B 1.29, and a second wave of one
   // or two blocks per SM runs at ~half the SM's rate of three (docs/mamba_kernels.md). Eight segments per block
   // make 10-13 rounds of items, so the last, partial round is short. A segment starts from the adjoint carry the
@@ -680,9 +680,9 @@ int bwd_segments(int blocks, int slots, int tiles) {
   return std::max(1, std::min(want, tiles));
 }
 
-// The kernel, with its dynamic shared memory allowed (> 48 KB must be asked for on NVIDIA). CUDA: 62.3 KB + the raw
-// tile (bf16/f16 10.5 KB -> 72.8 KB, 3 blocks per SM of 228 KB with 1 KB each reserved; f32 20.5 KB -> 82.8 KB, 2
-// blocks). HIP: 62.3 KB (the raw tile in red/pp).
+// The kernel, with its dynamic shared memory allowed (> 48 KB must be asked for on NVIDIA). CUDA: 61.8 KB + the raw
+// tile (bf16/f16 10.5 KB -> 72.3 KB, 3 blocks per SM of 228 KB with 1 KB each reserved; f32 20.5 KB -> 82.3 KB, 2
+// blocks). HIP: 61.8 KB (the raw tile in red/pp).
 template <class T, bool VEC, bool HOLD, bool WRED, bool ONEBAR, bool SEG>
 auto bwd_kernel() {
   auto kernel = scan_bwd_async_kernel<T, VEC, HOLD, WRED, ONEBAR, SEG>;
