@@ -24,14 +24,17 @@
 //   rows x 1024 columns (one tiled copy through a tensor map) that 4 warps multiply on the tensor cores
 //   (gemm_tiles in decode_stack_tiles.cuh), with x staged as f16 scaled by a power of two: 89-93% of the copy
 //   rate (docs/decode_kernels.md).
-// - Phases per layer, separated by grid barriers (a global counter, zeroed before the launch):
-//   1. h += b, norm (every block computes the 4096-wide norm itself from L2; block 0 stores h), q|k|v GEMM;
+// - Phases per layer:
+//   1. h += b, norm (every block computes the 4096-wide norm itself, keeping its own copy of h; block 0 also
+//      stores h for the host), q|k|v GEMM;
 //   2. rope and attention: block (kv-head g, split s) rotates its q-heads and k, appends k and v to the cache
 //      (last split) and attends over its rows; splits are combined by the last block of the group (ticket);
 //   3. o GEMM (x = the attention output);  4. h += b, norm, the gate and up GEMMs (a block owns the same rows
 //   of both, keeps their outputs in shared memory and writes silu(gate) * up for them);  5. down GEMM.
-//   Residual buffers alternate (h0, h1) so no block reads the h another block is writing.
-// - Activations written inside the launch are read with ld.global.cg (L2): L1 is not coherent across SMs.
+// - Hand-offs without grid barriers: what a phase writes for other blocks (q|k|v, the attention output, o's and
+//   down's outputs, down's input) is stored as 32-bit words of a bf16 and a tag naming the write, and the next
+//   phase polls the words themselves (decode_stack_gpu.cuh). Until this, five grid barriers a layer each cost a
+//   chain of L2 round trips queued behind the weight ring's bulk copies.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -56,13 +59,13 @@ using namespace decode_stack_gpu;
 
 // ANVIL_DECODE_STACK_TRACE=1: each block's thread 0 stamps the end of every phase of every layer, and the host
 // prints where a step's time goes (eager steps only: it synchronises to read the stamps).
-constexpr int kStamps = 18;
+// A phase that follows a hand-off includes the wait for its tagged inputs (the norms, the attention, the stagings).
+constexpr int kStamps = 13;
 const char* const kStampNames[kStamps] = {
-    "norm (in)",      "gemm q|k|v (warp 0)",   "q|k|v: last warp", "barrier 1",
-    "rope + attention", "attention: last warp", "barrier 2",       "stage att",
-    "gemm o (warp 0)", "o: last warp",          "barrier 3",       "norm (post)",
-    "gate, up, swiglu: last warp", "barrier 4",  "stage x (down)",  "gemm down (warp 0)",
-    "down: last warp", "barrier 5"};
+    "norm (in)",        "gemm q|k|v (warp 0)", "q|k|v: last warp",  "rope + attention",
+    "attention: last warp", "stage att",       "gemm o (warp 0)",   "o: last warp",
+    "norm (post)",      "gate, up, swiglu: last warp", "stage x (down)", "gemm down (warp 0)",
+    "down: last warp"};
 
 // ---- producer ----------------------------------------------------------------------------------------------
 template <int ES>
@@ -121,15 +124,16 @@ __device__ __forceinline__ float dot(const uint8_t* w, const bf16* x, int n, int
 
 // y[rows of this block] = x @ w^T for one matrix, chunks from the ring; `c` is the running chunk count.
 // bf16 weights on the FMA pipes (they run at the copy rate there).
+template <class O>
 __device__ void gemm_rows(const Params& p, const Mat& m, const uint8_t* ring, uint64_t* full, uint64_t* empty,
-                          volatile unsigned* issued, volatile unsigned* done, const bf16* x, bf16* y, int y0,
+                          volatile unsigned* issued, volatile unsigned* done, const bf16* x, O y,
                           unsigned& c) {
   constexpr int ES = 2;
   const int lane = threadIdx.x % kW, warp = threadIdx.x / kW;
   const Plan pl = plan_of<ES>(m);
   auto finish = [&](int row, float acc) {
     acc = gpu::warp_sum(acc);
-    if (lane == 0) y[row - y0] = from_f32<bf16>(acc);
+    if (lane == 0) y.put(row, acc);
   };
   if (pl.ppr == 1) {
     // Whole rows: warp w takes rows w, w + 12, ... of the block's range, so the rows of one chunk (2 bf16 rows of
@@ -166,13 +170,13 @@ __device__ void gemm_rows(const Params& p, const Mat& m, const uint8_t* ring, ui
 
 // y[rows of this block] = x @ w^T for one matrix; ws: FP8 scales (per row when ws_stride is 1), xinv: FP8 x's
 // staging scale undone.
-template <int ES>
+template <int ES, class O>
 __device__ __forceinline__ void gemm(const Params& p, const Mat& m, const float* ws, int ws_stride,
                                      const uint8_t* ring, uint64_t* full, uint64_t* empty, volatile unsigned* issued,
-                                     volatile unsigned* done, const bf16* x, float xinv, float* part, bf16* y, int y0,
+                                     volatile unsigned* done, const bf16* x, float xinv, float* part, O y,
                                      unsigned& c, int g0 = 0) {
-  if constexpr (ES == 1) gemm_tiles(p, m, ws, ws_stride, ring, full, empty, issued, done, x, xinv, part, g0, y, y0, c);
-  else gemm_rows(p, m, ring, full, empty, issued, done, x, y, y0, c);
+  if constexpr (ES == 1) gemm_tiles(p, m, ws, ws_stride, ring, full, empty, issued, done, x, xinv, part, g0, y, c);
+  else gemm_rows(p, m, ring, full, empty, issued, done, x, y, c);
 }
 
 __device__ __forceinline__ uint32_t pack2(float a, float b) {
@@ -200,30 +204,48 @@ __device__ __forceinline__ float pack_absmax(const uint32_t (&v)[4], float m) {
   return m;
 }
 
-// x = rms_norm(h) * gamma into shared memory (C values), where h = hin (+ badd, rounded to bf16); block 0 stores
-// that h to hout. Each thread re-reads only the x slots it wrote itself before the reduction. F16 (FP8 weights):
-// x is stored as f16 times sc, sc from the bound max|h| * r * max|gamma| (gmax, per layer, from the host), which
-// the same reduction as the sum of squares gives; returns 1 / sc (1 for bf16).
+// x = rms_norm(h) * gamma into shared memory (C values), where h = hin (+ badd, tagged words with `tag`, rounded to
+// bf16). The block keeps that h in its own copy in p.hp (hin = nullptr on the next call: each thread reads back
+// only the packs it wrote itself), and block 0 also stores it to hout for the host. Each thread re-reads only the x slots it wrote
+// before the reduction. F16 (FP8 weights): x is stored as f16 times sc, sc from the bound max|h| * r * max|gamma|
+// (gmax, per layer, from the host), which the same reduction as the sum of squares gives; returns 1 / sc (1 for
+// bf16).
 template <bool F16>
-__device__ float stage_norm(const Params& p, const bf16* hin, const bf16* badd, bf16* hout, const bf16* gamma,
-                            float gmax, bf16* x, float* red) {
+__device__ float stage_norm(const Params& p, const bf16* hin, const uint32_t* badd, uint32_t tag, bf16* hout,
+                            const bf16* gamma, float gmax, bf16* x, float* red) {
+  bf16* hown = p.hp + int64_t(blockIdx.x) * p.C;
+  if (!hin) hin = hown;
+  constexpr int U = 2;  // packs in flight per thread: C = 4096 is 512 packs over 384 threads
   const int packs = p.C / 8;
   float ss = 0.f, hmax = 0.f;
-  for (int q = threadIdx.x; q < packs; q += kConsumers) {
-    uint4 hv = anvil_load16_l2(hin + q * 8);
+  auto add = [&](int q, uint4 h, uint4 b) {
     if (badd) {
-      const uint4 bv = anvil_load16_l2(badd + q * 8);
-      hv.x = pack2(lo_f32(hv.x) + lo_f32(bv.x), hi_f32(hv.x) + hi_f32(bv.x));
-      hv.y = pack2(lo_f32(hv.y) + lo_f32(bv.y), hi_f32(hv.y) + hi_f32(bv.y));
-      hv.z = pack2(lo_f32(hv.z) + lo_f32(bv.z), hi_f32(hv.z) + hi_f32(bv.z));
-      hv.w = pack2(lo_f32(hv.w) + lo_f32(bv.w), hi_f32(hv.w) + hi_f32(bv.w));
-      if (hout && blockIdx.x == 0) anvil_store16(hout + q * 8, hv.x, hv.y, hv.z, hv.w);
+      h.x = pack2(lo_f32(h.x) + lo_f32(b.x), hi_f32(h.x) + hi_f32(b.x));
+      h.y = pack2(lo_f32(h.y) + lo_f32(b.y), hi_f32(h.y) + hi_f32(b.y));
+      h.z = pack2(lo_f32(h.z) + lo_f32(b.z), hi_f32(h.z) + hi_f32(b.z));
+      h.w = pack2(lo_f32(h.w) + lo_f32(b.w), hi_f32(h.w) + hi_f32(b.w));
+      if (hout && blockIdx.x == 0) anvil_store16(hout + q * 8, h.x, h.y, h.z, h.w);
     }
-    const uint32_t hh[4] = {hv.x, hv.y, hv.z, hv.w};
+    anvil_store16(hown + q * 8, h.x, h.y, h.z, h.w);
+    const uint32_t hh[4] = {h.x, h.y, h.z, h.w};
 #pragma unroll
     for (int j = 0; j < 4; j++) ss += lo_f32(hh[j]) * lo_f32(hh[j]) + hi_f32(hh[j]) * hi_f32(hh[j]);
     if constexpr (F16) hmax = pack_absmax(hh, hmax);
-    anvil_store16(x + q * 8, hv.x, hv.y, hv.z, hv.w);
+    anvil_store16(x + q * 8, h.x, h.y, h.z, h.w);
+  };
+  for (int q0 = threadIdx.x; q0 < packs; q0 += U * kConsumers) {
+    uint4 hv[U];
+#pragma unroll
+    for (int u = 0; u < U; u++)
+      if (q0 + u * kConsumers < packs) hv[u] = anvil_load16_l2(hin + (q0 + u * kConsumers) * 8);
+    if (badd) {
+      tagged_packs<U>(badd, q0, kConsumers, packs, tag,
+                      [&](int q, uint4 b) { add(q, hv[(q - q0) / kConsumers], b); });
+    } else {
+#pragma unroll
+      for (int u = 0; u < U; u++)
+        if (q0 + u * kConsumers < packs) add(q0 + u * kConsumers, hv[u], hv[u]);
+    }
   }
   float sc = 1.f, r;
   if constexpr (F16) {
@@ -252,16 +274,18 @@ __device__ float stage_norm(const Params& p, const bf16* hin, const bf16* badd, 
   return 1.f / sc;
 }
 
-// x = v (n values written earlier in this launch) into shared memory. F16: as f16 times sc, from the block's max
-// |v| (a second pass over the thread's own packs); returns 1 / sc (1 for bf16).
-template <bool F16>
-__device__ float stage_copy(const bf16* v, int n, bf16* x, float* red) {
+// x = v (n values, tagged words with `tag`) into shared memory. F16: as f16 times sc, from the block's max |v| (a
+// second pass over the thread's own packs); returns 1 / sc (1 for bf16).
+// U: packs in flight per thread (2: C = 4096 in one round trip; H = 14336, 1792 packs over 384 threads, in three).
+// 4-5 packs brought H in one or two, but their registers made the FP8 tile loop and the attention loop spill.
+template <bool F16, int U>
+__device__ float stage_copy(const uint32_t* v, uint32_t tag, int n, bf16* x, float* red) {
   float m = 0.f;
-  for (int q = threadIdx.x; q < n / 8; q += kConsumers) {
-    const uint4 a = anvil_load16_l2(v + q * 8);
-    anvil_store16(x + q * 8, a.x, a.y, a.z, a.w);
-    if constexpr (F16) m = pack_absmax({a.x, a.y, a.z, a.w}, m);
-  }
+  for (int q0 = threadIdx.x; q0 < n / 8; q0 += U * kConsumers)
+    tagged_packs<U>(v, q0, kConsumers, n / 8, tag, [&](int q, uint4 a) {
+      anvil_store16(x + q * 8, a.x, a.y, a.z, a.w);
+      if constexpr (F16) m = pack_absmax({a.x, a.y, a.z, a.w}, m);
+    });
   float sc = 1.f;
   if constexpr (F16) {
     float unused = 0.f;
@@ -278,11 +302,11 @@ __device__ float stage_copy(const bf16* v, int n, bf16* x, float* red) {
 }
 
 // down's x = silu(gate) * up, as swiglu_fwd computes it for bf16, for the block's rows [a, b) of gate and up
-// (their GEMM outputs in shared memory), into the global (H) vector every block stages after the barrier.
-__device__ void swiglu_rows(const bf16* g, const bf16* u, int a, int b, bf16* out) {
+// (their GEMM outputs in shared memory), into the global (H) vector of tagged words every block stages next.
+__device__ void swiglu_rows(const bf16* g, const bf16* u, int a, int b, Out<true> out) {
   consumer_sync();
   for (int i = threadIdx.x; i < b - a; i += kConsumers)
-    out[a + i] = from_f32<bf16>(swiglu_f32<bf16>(to_f32(g[i]), to_f32(u[i])));
+    out.put(a + i, swiglu_f32<bf16>(to_f32(g[i]), to_f32(u[i])));
 }
 
 // ---- the kernel --------------------------------------------------------------------------------------------
@@ -296,12 +320,17 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
   uint64_t* empty = full + kMaxSlots;
   volatile unsigned* issued = reinterpret_cast<unsigned*>(empty + kMaxSlots);
   volatile unsigned* done = issued + kMaxSlots;  // rows of the slot's chunk consumed so far
+  // The launch's generation: the launch before advanced it, and nothing changes it until every block is done. In
+  // shared memory, not in a register: a register live across the attention's loop made that loop spill at the
+  // 128-register cap (13 warps: 4 on one scheduler).
+  volatile unsigned* gen = done + kMaxSlots;
   if (threadIdx.x == 0) {
     for (int s = 0; s < p.slots; s++) {
       anvil_mbar_init(&full[s], 1), anvil_mbar_init(&empty[s], 1);
       issued[s] = ~0u;
       done[s] = 0;
     }
+    *gen = anvil_load_relaxed_gpu(p.counters + 1 + p.NKV);
     anvil_mbar_init_fence();
   }
   __syncthreads();
@@ -314,14 +343,13 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
     return;
   }
   constexpr bool F16 = ES == 1;  // FP8 weights: GEMM inputs staged as scaled f16 for the tensor cores
-  unsigned c = 0, passed = 0;
+  unsigned c = 0;
   float xinv = 1.f;
-  bf16* h = p.h0;       // the residual stream
-  bf16* h_next = p.h1;  // where block 0 writes h + b
-  auto swap_h = [&] {
-    bf16* t = h;
-    h = h_next, h_next = t;
-  };
+  // The launch's generation: the launch before advanced it, and nothing changes it until every block is done.
+  auto tag = [&](int l, int k) { return tag_of(*gen, p.L, l, k); };
+  // The residual stream for the host: block 0 writes h + b to h0 at the input norms of layers 1.. (layer 0 reads
+  // the step's input there) and to h1 at the post-attention norms, so the last layer's h is in h1. Every block
+  // reads its own copy (stage_norm).
   // This block's rows [rows_a, rows_b) of gate and of up, whose outputs stay in shared memory after x's C values.
   const int rows_a = int(int64_t(p.H) * blockIdx.x / gridDim.x);
   const int rows_b = int(int64_t(p.H) * (blockIdx.x + 1) / gridDim.x);
@@ -332,59 +360,69 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
   float* part[2] = {reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(x) + p.part_offset),
                     reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(x) + p.part_offset) + p.part_floats};
   unsigned long long* tr = p.trace ? p.trace + blockIdx.x : nullptr;
-  auto at = [&](int l, int k) { return tr ? tr + (int64_t(l) * kStamps + k) * gridDim.x : nullptr; };
   auto stamp = [&](int l, int k) {
-    if (tr && threadIdx.x == 0) *at(l, k) = anvil_globaltimer_ns();
+    if (tr && threadIdx.x == 0) tr[(int64_t(l) * kStamps + k) * gridDim.x] = anvil_globaltimer_ns();
   };
   if (tr && threadIdx.x == 0) tr[int64_t(p.L) * kStamps * gridDim.x] = anvil_globaltimer_ns();  // the start
+  // Hand-offs (decode_stack_gpu.cuh): the block counts itself after writing one and waits for the count of the next
+  // it reads; the words' tags tell it when a store the count overtook has landed.
   for (int l = 0; l < p.L; l++) {
     const Layer& ly = p.layers[l];
     if (l == 0) {
-      xinv = stage_norm<F16>(p, h, nullptr, nullptr, ly.in_norm, ly.in_gmax, x, red);
+      xinv = stage_norm<F16>(p, p.h0, nullptr, 0, nullptr, ly.in_norm, ly.in_gmax, x, red);
     } else {
-      xinv = stage_norm<F16>(p, h, p.branch, h_next, ly.in_norm, ly.in_gmax, x, red);
-      swap_h();
+      handoff_wait(p, 4, unsigned(l) * gridDim.x);
+      xinv = stage_norm<F16>(p, nullptr, p.tb, tag(l - 1, 4), p.h0, ly.in_norm, ly.in_gmax, x, red);
     }
     stamp(l, 0);
     gemm<ES>(p, mat_of<ES>(p, ly, 0), ly.ws[0], ly.ws_stride[0], ring, full, empty, issued, done, x, xinv, part[0],
-             p.qkv, 0, c);
+             out_tagged(p.qkv, tag(l, 0)), c);
     stamp(l, 1);
-    grid_sync(p.counters, passed, at(l, 2));
+    consumer_sync();
+    stamp(l, 2);
+    attention<HD, G>(p, ly, reinterpret_cast<float*>(x), tag(l, 0));  // the attention blocks poll q|k|v themselves
     stamp(l, 3);
-    attention<HD, G>(p, ly, reinterpret_cast<float*>(x));
+    consumer_sync();
     stamp(l, 4);
-    grid_sync(p.counters, passed, at(l, 5));
-    stamp(l, 6);
-    xinv = stage_copy<F16>(p.att, p.QD, x, red);
-    stamp(l, 7);
+    handoff_wait(p, 1, unsigned(l + 1) * unsigned(p.NKV));  // one writer per kv-head
+    xinv = stage_copy<F16, 2>(p.att, tag(l, 1), p.QD, x, red);
+    stamp(l, 5);
     gemm<ES>(p, mat_of<ES>(p, ly, 1), ly.ws[1], ly.ws_stride[1], ring, full, empty, issued, done, x, xinv, part[1],
-             p.branch, 0, c);
+             out_tagged(p.tb, tag(l, 2)), c);
+    stamp(l, 6);
+    handoff_arrive(p, 2);
+    stamp(l, 7);
+    handoff_wait(p, 2, unsigned(l + 1) * gridDim.x);
+    xinv = stage_norm<F16>(p, nullptr, p.tb, tag(l, 2), p.h1, ly.post_norm, ly.post_gmax, x, red);
     stamp(l, 8);
-    grid_sync(p.counters, passed, at(l, 9));
-    stamp(l, 10);
-    xinv = stage_norm<F16>(p, h, p.branch, h_next, ly.post_norm, ly.post_gmax, x, red);
-    swap_h();
-    stamp(l, 11);
     gemm<ES>(p, mat_of<ES>(p, ly, 2), ly.ws[2], ly.ws_stride[2], ring, full, empty, issued, done, x, xinv, part[0],
-             y_gate, rows_a, c);
+             out_plain(y_gate, rows_a), c);
     const float* ws_up = ly.ws[2] ? ly.ws[2] + int64_t(p.H) * ly.ws_stride[2] : nullptr;
-    gemm<ES>(p, mat_of<ES>(p, ly, 3), ws_up, ly.ws_stride[2], ring, full, empty, issued, done, x, xinv, part[1], y_up,
-             rows_a, c, up_g0);
-    swiglu_rows(y_gate, y_up, rows_a, rows_b, p.gu);
-    grid_sync(p.counters, passed, at(l, 12));
-    stamp(l, 13);
-    xinv = stage_copy<F16>(p.gu, p.H, x, red);
-    stamp(l, 14);
-    gemm<ES>(p, mat_of<ES>(p, ly, 4), ly.ws[3], ly.ws_stride[3], ring, full, empty, issued, done, x, xinv, part[0],
-             p.branch, 0, c);
-    stamp(l, 15);
-    if (l + 1 < p.L) {
-      grid_sync(p.counters, passed, at(l, 16));
-    } else {
-      consumer_sync();
-      stamp(l, 16);
-    }
-    stamp(l, 17);
+    gemm<ES>(p, mat_of<ES>(p, ly, 3), ws_up, ly.ws_stride[2], ring, full, empty, issued, done, x, xinv, part[1],
+             out_plain(y_up, rows_a), c, up_g0);
+    swiglu_rows(y_gate, y_up, rows_a, rows_b, out_tagged(p.gu, tag(l, 3)));
+    handoff_arrive(p, 3);
+    stamp(l, 9);
+    handoff_wait(p, 3, unsigned(l + 1) * gridDim.x);
+    xinv = stage_copy<F16, 2>(p.gu, tag(l, 3), p.H, x, red);
+    stamp(l, 10);
+    // The last layer's output goes to the host as plain bf16.
+    if (l + 1 < p.L)
+      gemm<ES>(p, mat_of<ES>(p, ly, 4), ly.ws[3], ly.ws_stride[3], ring, full, empty, issued, done, x, xinv, part[0],
+               out_tagged(p.tb, tag(l, 4)), c);
+    else
+      gemm<ES>(p, mat_of<ES>(p, ly, 4), ly.ws[3], ly.ws_stride[3], ring, full, empty, issued, done, x, xinv, part[0],
+               out_plain(p.branch, 0), c);
+    stamp(l, 11);
+    if (l + 1 < p.L) handoff_arrive(p, 4);
+    else consumer_sync();
+    stamp(l, 12);
+  }
+  // The last block done resets the counts and advances the generation for the next launch.
+  if (threadIdx.x == 0 && atomicAdd(p.counters, 1u) == gridDim.x - 1) {
+    p.counters[0] = 0;
+    for (int k = 1; k <= kCounts; k++) p.counters[1 + p.NKV + k] = 0;
+    p.counters[1 + p.NKV] = *gen + 1;
   }
 }
 
@@ -408,7 +446,7 @@ XRegion x_region(const DecodeStackShape& s, int grid) {
   return r;
 }
 int x_region_bytes(const DecodeStackShape& s, int grid) { return x_region(s, grid).bytes; }
-constexpr int kMiscBytes = kWarps * 2 * 4 + 2 * kMaxSlots * 8 + 2 * kMaxSlots * 4;
+constexpr int kMiscBytes = kWarps * 2 * 4 + 2 * kMaxSlots * 8 + 2 * kMaxSlots * 4 + 16;  // + the generation
 
 // Ring slots that fit the device's per-block shared memory next to the x region (H200, 8B shape: 12).
 int ring_slots(const DecodeStackShape& s) {
@@ -468,15 +506,17 @@ int ring_knob(const char* name, int lo, int hi, int dflt) {
   return int(n);
 }
 
-// Byte offsets of the plan's scratch: qkv (QD + 2 KVD), att (QD), gu (H) bf16, each rounded to 64 elements, then
-// the attention partials (NKV, max_splits, G, HD + 2) f32.
+// Byte offsets of the plan's scratch: the hand-offs qkv (QD + 2 KVD), att (QD), gu (H), tb (C) as 4-byte tagged
+// words, each rounded to 64 words, the attention partials (NKV, max_splits, G, HD + 2) f32, and the blocks' own
+// copies of the residual stream (grid, C) bf16. Zeroed once: tag 0 is no launch's.
 struct Scratch {
-  int64_t qkv = 0, att, gu, part, bytes;
-  Scratch(const DecodeStackShape& s, int64_t max_splits) {
+  int64_t qkv = 0, att, gu, tb, part, hp, bytes;
+  Scratch(const DecodeStackShape& s, int64_t max_splits, int grid) {
     auto r64 = [](int64_t n) { return (n + 63) / 64 * 64; };
     const int64_t QD = s.NH * s.HD, KVD = s.NKV * s.HD;
-    att = qkv + 2 * r64(QD + 2 * KVD), gu = att + 2 * r64(QD), part = gu + 2 * r64(s.H);
-    bytes = part + 4 * s.NKV * max_splits * (s.NH / s.NKV) * (s.HD + 2);
+    att = qkv + 4 * r64(QD + 2 * KVD), gu = att + 4 * r64(QD), tb = gu + 4 * r64(s.H), part = tb + 4 * r64(s.C);
+    hp = part + 4 * r64(s.NKV * max_splits * (s.NH / s.NKV) * (s.HD + 2));
+    bytes = hp + 2 * int64_t(grid) * r64(s.C);
   }
 };
 
@@ -535,6 +575,9 @@ DecodeStack::DecodeStack(const DecodeStackShape& s, const std::vector<DecodeStac
     : s_(s), L_(int64_t(layers.size())), inv_freq_(inv_freq) {
   const std::string why = decode_stack_unsupported(s, layers);
   ANVIL_CHECK(why.empty(), "decode_stack", "a model decode_stack supports", why);
+  // The hand-offs' 16-bit tags tell this launch's words from the launch before's (decode_stack_gpu.cuh).
+  ANVIL_CHECK(2 * kHandoffs * L_ < 65535, "decode_stack", str("fewer than ", 65535 / (2 * kHandoffs), " layers"),
+              str(L_, " layers"));
   const Device dev = layers[0].qkv.w.device();
   wdt_ = layers[0].qkv.w.dtype();
   Tmax_ = layers[0].k_cache.size(1);
@@ -571,8 +614,8 @@ DecodeStack::DecodeStack(const DecodeStackShape& s, const std::vector<DecodeStac
   table_ = bytes.to(dev);
   const int cus = gpu::device_info(gpu::current_device()).compute_units;
   max_splits_ = std::max<int64_t>(1, std::min<int64_t>(cus / s.NKV, (Tmax_ + kAttnRows - 1) / kAttnRows));
-  scratch_ = Tensor::empty({Scratch(s, max_splits_).bytes}, DType::u8, dev);
-  counters_ = Tensor::zeros({1 + s.NKV}, DType::i32, dev);
+  scratch_ = Tensor::zeros({Scratch(s, max_splits_, cus).bytes}, DType::u8, dev);
+  counters_ = Tensor::zeros({2 + s.NKV + kCounts}, DType::i32, dev);
 }
 
 void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branch) const {
@@ -608,9 +651,10 @@ void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branc
   p.l2_first = !(l2 && std::strcmp(l2, "normal") == 0);
   p.h0 = h0.data<bf16>(), p.h1 = h1.data<bf16>(), p.branch = branch.data<bf16>();
   uint8_t* sb = static_cast<uint8_t*>(scratch_.data_ptr());
-  const Scratch sl(s_, max_splits_);
-  p.qkv = reinterpret_cast<bf16*>(sb + sl.qkv), p.att = reinterpret_cast<bf16*>(sb + sl.att);
-  p.gu = reinterpret_cast<bf16*>(sb + sl.gu), p.part = reinterpret_cast<float*>(sb + sl.part);
+  const Scratch sl(s_, max_splits_, cus);
+  p.qkv = reinterpret_cast<uint32_t*>(sb + sl.qkv), p.att = reinterpret_cast<uint32_t*>(sb + sl.att);
+  p.gu = reinterpret_cast<uint32_t*>(sb + sl.gu), p.tb = reinterpret_cast<uint32_t*>(sb + sl.tb);
+  p.part = reinterpret_cast<float*>(sb + sl.part), p.hp = reinterpret_cast<bf16*>(sb + sl.hp);
   p.counters = reinterpret_cast<unsigned*>(counters_.data_ptr());
   p.inv_freq = inv_freq_.data<float>(), p.start = start.data<int32_t>();
   const KernelFn k = fp8 ? pick<1>(int(s_.HD), int(G)) : pick<2>(int(s_.HD), int(G));
@@ -627,7 +671,6 @@ void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branc
     ev[0] = gpu::event_create(), ev[1] = gpu::event_create();
     gpu::event_record(ev[0], gpu::current_stream());
   }
-  gpu::memset_async(p.counters, 0, sizeof(unsigned));  // the grid barrier counts up from 0 in every launch
   ANVIL_GPU_CHECK(gpu::vendor::launch_cooperative(k, dim3(unsigned(cus)), dim3(kThreads), smem, gpu::stream(), p));
   if (trace.defined()) {
     gpu::event_record(ev[1], gpu::current_stream());

@@ -73,8 +73,9 @@ class DecodeStack {
   [[maybe_unused]] DType wdt_ = DType::bf16;
   [[maybe_unused]] int64_t max_splits_ = 1;  // attention splits per kv-head at most (scratch_ holds their partials)
   Tensor table_;    // the layer table (device copy of decode_stack.cu's Layer structs, as bytes)
-  Tensor scratch_;  // qkv, att, gu (T) and attention partials (f32)
-  Tensor counters_; // i32: [0] grid barrier, [1, 1 + NKV) attention tickets
+  Tensor scratch_;  // the hand-offs (tagged words), attention partials (f32), the blocks' residual copies (bf16)
+  Tensor counters_; // i32: [0] blocks done, [1, 1 + NKV) attention tickets, [1 + NKV] launch generation,
+                    // then the hand-offs' arrival counts (decode_stack_gpu.cuh)
   Tensor tmaps_;    // FP8: the weights' tile maps (decode_stack.cu), 128 B per weight
   Tensor inv_freq_;
 };

@@ -12,12 +12,6 @@ inline int attn_floats(int HD, int G) {
   return HD + G * HD + 2 * HD + 2 * kWarps * G + kWarps * G * HD + 1;
 }
 __device__ __forceinline__ float ref_of(float m) { return m == -INFINITY ? 0.f : m; }
-// One bf16 that another block wrote in this launch (through L2).
-__device__ __forceinline__ bf16 load_l2(const bf16* p) {
-  bf16 v;
-  v.bits = anvil_load_l2(reinterpret_cast<const uint16_t*>(p));
-  return v;
-}
 
 template <int DPL>
 __device__ __forceinline__ void load_dims(const bf16* p, float (&f)[DPL]) {
@@ -32,8 +26,10 @@ __device__ __forceinline__ void load_dims(const bf16* p, float (&f)[DPL]) {
   }
 }
 
+// q|k|v arrive as tagged words with qtag; the output goes to p.att with the next hand-off's tag.
 template <int HD, int G>
-__device__ void attention(const Params& p, const Layer& ly, float* sm) {
+__device__ void attention(const Params& p, const Layer& ly, float* sm, uint32_t qtag) {
+  static_assert(HD <= kConsumers, "a thread loads at most one of v's words");
   constexpr int DPL = HD / kW, HALF = HD / 2;
   const int lane = threadIdx.x % kW, warp = threadIdx.x / kW;
   const int pos = p.start[0], len = pos + 1;
@@ -58,11 +54,20 @@ __device__ void attention(const Params& p, const Layer& ly, float* sm) {
   }
   consumer_sync();
   // Rotations: G q-heads and the k head, pairs (i, i + HD/2); then v. Rounded to bf16 as rope_append stores them.
+  // A thread's first pair and its word of v (threads below HD, which all have a first pair: (G + 1) HALF >= HD)
+  // are polled together.
   const bool last_split = s == nsplit - 1;  // it holds row pos: it appends k and v to the cache
+  const uint32_t* vsrc = p.qkv + p.QD + p.KVD + g * HD;
+  bf16 v_mine;
   for (int t = threadIdx.x; t < (G + 1) * HALF; t += kConsumers) {
     const int hh = t / HALF, i = t % HALF;
-    const bf16* src = hh < G ? p.qkv + (g * G + hh) * HD : p.qkv + p.QD + g * HD;
-    const float x1 = to_f32(load_l2(src + i)), x2 = to_f32(load_l2(src + i + HALF));
+    const uint32_t* src = hh < G ? p.qkv + (g * G + hh) * HD : p.qkv + p.QD + g * HD;
+    const uint32_t* const words[3] = {src + i, src + i + HALF, vsrc + threadIdx.x};
+    const bool need[3] = {true, true, t == int(threadIdx.x) && int(threadIdx.x) < HD};
+    bf16 w[3];
+    tagged_words<3>(words, need, qtag, w);
+    if (need[2]) v_mine = w[2];
+    const float x1 = to_f32(w[0]), x2 = to_f32(w[1]);
     const bf16 y1 = from_f32<bf16>(x1 * cs[i] - x2 * cs[HALF + i]);
     const bf16 y2 = from_f32<bf16>(x2 * cs[i] + x1 * cs[HALF + i]);
     if (hh < G) {
@@ -75,10 +80,10 @@ __device__ void attention(const Params& p, const Layer& ly, float* sm) {
       }
     }
   }
-  for (int i = threadIdx.x; i < HD; i += kConsumers) {
-    const bf16 v = load_l2(p.qkv + p.QD + p.KVD + g * HD + i);
-    vn[i] = to_f32(v);
-    if (last_split) ly.vc[(int64_t(pos) * p.NKV + g) * HD + i] = v;
+  if (threadIdx.x < HD) {
+    const int i = threadIdx.x;
+    vn[i] = to_f32(v_mine);
+    if (last_split) ly.vc[(int64_t(pos) * p.NKV + g) * HD + i] = v_mine;
   }
   consumer_sync();
 
@@ -164,14 +169,17 @@ __device__ void attention(const Params& p, const Layer& ly, float* sm) {
       a += f * macc[(w * G + gi) * HD + d];
     }
     if (nsplit == 1) {
-      p.att[(g * G + gi) * HD + d] = from_f32<bf16>(a / ls);
+      out_tagged(p.att, next_tag(qtag)).put((g * G + gi) * HD + d, a / ls);
     } else {
       float* pp = p.part + ((int64_t(g) * p.max_splits + s) * G + gi) * (HD + 2);
       if (d == 0) pp[0] = mx, pp[1] = ls;
       pp[2 + d] = a;
     }
   }
-  if (nsplit == 1) return;
+  if (nsplit == 1) {
+    handoff_arrive(p, 1);
+    return;
+  }
   // The last block of the group to finish combines the splits, in split order (deterministic).
   consumer_sync();
   if (threadIdx.x == 0) {
@@ -195,8 +203,9 @@ __device__ void attention(const Params& p, const Layer& ly, float* sm) {
       ls = fmaf(f, anvil_load_l2(pp + 1), ls);
       a = fmaf(f, anvil_load_l2(pp + 2 + d), a);
     }
-    p.att[(g * G + gi) * HD + d] = from_f32<bf16>(a / ls);
+    out_tagged(p.att, next_tag(qtag)).put((g * G + gi) * HD + d, a / ls);
   }
+  handoff_arrive(p, 1);
 }
 
 }  // namespace anvil::decode_stack_gpu

@@ -57,16 +57,131 @@ struct Params {
   float eps, scale_log2;  // attention scale * log2(e)
   bf16* h0;
   bf16* h1;
-  bf16* branch;
-  bf16* qkv;              // (QD + 2 KVD)
-  bf16* att;              // (QD)
-  bf16* gu;               // (H) silu(gate) * up: down's input
+  bf16* branch;           // the last layer's down output, plain bf16 (the host adds it to h)
+  // The hand-offs between phases, as tagged words (below): q|k|v (QD + 2 KVD), the attention output (QD), down's
+  // input (H), and o's and the other layers' down output (C).
+  uint32_t* qkv;
+  uint32_t* att;
+  uint32_t* gu;
+  uint32_t* tb;
+  bf16* hp;               // (grid, C): each block's own copy of the residual stream
   float* part;            // (NKV, max_splits, G, HD + 2): m, l, acc
-  unsigned* counters;     // [0] grid barrier, [1 + g] tickets
+  unsigned* counters;     // [0] blocks done, [1 + g] attention tickets, [1 + NKV] launch generation,
+                          // [1 + NKV + k] the blocks that wrote hand-off k (k = 1 .. kCounts) in this launch
   unsigned long long* trace;  // (L, kStamps, grid) globaltimer ns at each phase end, or nullptr
   const float* inv_freq;
   const int32_t* start;
 };
+
+// ---- hand-offs: tagged words and arrival counts ---------------------------------------------------------------
+// Every activation one phase writes and a later phase of other blocks reads travels as 32-bit words: the bf16 in
+// the low half and a 16-bit tag in the high half that names the write (launch, layer, which hand-off). A 32-bit
+// store is single-copy atomic, so a reader that has a word with the tag it expects has the value, with no fence.
+// Why: the grid barriers these replace cost a chain of round trips to L2 that queued behind the weight ring's ~25
+// MB of bulk copies (the release waited for the block's stores to complete, then the arrival, the polls' answer
+// and the data): barriers 1 and 3 released 4.7 and 5.4 µs after the last block arrived (docs/decode_kernels.md).
+// - The attention blocks poll the q|k|v words they need directly (a few KB each, 8 blocks at the 8B shape).
+// - Every block needs all of the other hand-offs (16-57 KB): polling those words from 132 blocks at once flooded
+//   L2 (a round of polls is the whole vector per block and round trip), and the GEMM phases next to it slowed by
+//   2-3 µs a layer. So the writers of hand-off k count themselves in counters[1 + NKV + k] with a relaxed add
+//   (no wait for their stores), one thread per block polls that count, and then the block reads the words once,
+//   re-reading only those whose tag is not there yet (a store the count overtook).
+// Reuse needs no barrier: a block writes hand-off k + 1 only after reading all of hand-off k, which every block
+// wrote after reading all of hand-off k - 1, so nobody still reads a word its next write replaces.
+// Tags: 1 + (generation * kHandoffs * L + index) mod 65535, so the words of this launch and the one before never
+// share a tag while 2 * kHandoffs * L < 65535 (the host checks), and 0 (the buffers' first contents) none.
+constexpr int kHandoffs = 5;  // per layer: q|k|v, attention output, o's output, down's input, down's output
+constexpr int kCounts = kHandoffs - 1;  // counted hand-offs: all but q|k|v
+__device__ __forceinline__ uint32_t tag_of(unsigned gen, int L, int layer, int k) {
+  const uint64_t n = uint64_t(gen) * uint64_t(kHandoffs * L) + uint64_t(layer * kHandoffs + k);
+  return 1u + uint32_t(n % 65535u);
+}
+// The tag of the hand-off after the one tagged t (tag_of's index + 1).
+__device__ __forceinline__ uint32_t next_tag(uint32_t t) { return t == 65535u ? 1u : t + 1u; }
+__device__ __forceinline__ uint32_t tagged(uint32_t tag, bf16 v) { return (tag << 16) | v.bits; }
+__device__ __forceinline__ bool has_tag(uint4 v, uint32_t tag) {
+  return (v.x >> 16) == tag && (v.y >> 16) == tag && (v.z >> 16) == tag && (v.w >> 16) == tag;
+}
+// Four tagged words' values as two bf16 pairs.
+__device__ __forceinline__ uint2 untag4(uint4 v) {
+  return make_uint2((v.x & 0xffffu) | (v.y << 16), (v.z & 0xffffu) | (v.w << 16));
+}
+__device__ __noinline__ void tag_wait_failed(uint32_t tag, uint32_t word) {
+  wait_failed("a tagged activation (tag, word)", tag, word);
+}
+// Polling: a thread issues the loads of all the words it needs, then re-issues every load whose tag is not yet the
+// expected one, all at once, until none is left. Polling its words one after another instead cost a round trip
+// to L2 per word once the first was late (their first loads had gone stale): H200, 8B shape, the input norm then
+// took ~9 µs a layer against ~5 for the grid barrier and the norm it replaced.
+// U packs of 8 values at p + 8 q (q = q0, q0 + step, ... below n packs), handed to use(q, pack) once all carry
+// `tag`.
+template <int U, class Use>
+__device__ __forceinline__ void tagged_packs(const uint32_t* p, int q0, int step, int n, uint32_t tag, Use use) {
+  uint4 w[2 * U];
+#pragma unroll
+  for (int i = 0; i < 2 * U; i++)
+    if (q0 + (i / 2) * step < n) w[i] = anvil_load16_relaxed_gpu(p + 8 * (q0 + (i / 2) * step) + 4 * (i % 2));
+  const long long t0 = clock64();
+  for (;;) {
+    bool all = true;
+#pragma unroll
+    for (int i = 0; i < 2 * U; i++)
+      if (q0 + (i / 2) * step < n && !has_tag(w[i], tag)) all = false;
+    if (all) break;
+    __nanosleep(32);
+#pragma unroll
+    for (int i = 0; i < 2 * U; i++)
+      if (q0 + (i / 2) * step < n && !has_tag(w[i], tag))
+        w[i] = anvil_load16_relaxed_gpu(p + 8 * (q0 + (i / 2) * step) + 4 * (i % 2));
+    if (clock64() - t0 > kWaitCycles) tag_wait_failed(tag, w[0].x);
+  }
+#pragma unroll
+  for (int u = 0; u < U; u++) {
+    const int q = q0 + u * step;
+    if (q >= n) break;
+    const uint2 a = untag4(w[2 * u]), b = untag4(w[2 * u + 1]);
+    use(q, make_uint4(a.x, a.y, b.x, b.y));
+  }
+}
+// N single words at p[i] (ok[i] false: not needed), as bf16 once they carry `tag`.
+template <int N>
+__device__ __forceinline__ void tagged_words(const uint32_t* const (&p)[N], const bool (&ok)[N], uint32_t tag,
+                                             bf16 (&out)[N]) {
+  uint32_t w[N];
+#pragma unroll
+  for (int i = 0; i < N; i++) w[i] = ok[i] ? anvil_load_relaxed_gpu(p[i]) : (tag << 16);
+  const long long t0 = clock64();
+  for (;;) {
+    bool all = true;
+#pragma unroll
+    for (int i = 0; i < N; i++) all = all && (w[i] >> 16) == tag;
+    if (all) break;
+    __nanosleep(32);
+#pragma unroll
+    for (int i = 0; i < N; i++)
+      if ((w[i] >> 16) != tag) w[i] = anvil_load_relaxed_gpu(p[i]);
+    if (clock64() - t0 > kWaitCycles) tag_wait_failed(tag, w[0]);
+  }
+#pragma unroll
+  for (int i = 0; i < N; i++) out[i].bits = uint16_t(w[i] & 0xffffu);
+}
+
+// Where a GEMM (or SwiGLU, or the attention) puts output row r: tagged words for other blocks (TAG), or plain bf16
+// (gate's and up's outputs in shared memory, at r - y0; the last layer's down output, which the host reads). The
+// kind is a template parameter and the struct a pointer and a tag: it is live through the GEMM loops, which sit at
+// the 128-register cap (a run-time kind cost the FP8 tile loop spills, and its GEMM phases ~10%).
+template <bool TAG>
+struct Out {
+  void* y;
+  uint32_t tag;
+  __device__ __forceinline__ void put(int r, float v) const {
+    const bf16 b = from_f32<bf16>(v);
+    if constexpr (TAG) anvil_store_relaxed_gpu(static_cast<uint32_t*>(y) + r, tagged(tag, b));
+    else static_cast<bf16*>(y)[r] = b;
+  }
+};
+__device__ __forceinline__ Out<true> out_tagged(uint32_t* tw, uint32_t tag) { return {tw, tag}; }
+__device__ __forceinline__ Out<false> out_plain(bf16* y, int y0) { return {y - y0, 0}; }
 
 // ---- the chunk schedule (producer and consumers compute the same one) ----------------------------------------
 struct Mat {
@@ -146,23 +261,20 @@ __device__ __forceinline__ void consumer_sum_max(float& v, float& m, float* red)
   consumer_sync();
 }
 
-// Every block arrives, then waits for all: the phase's global writes are visible after it. Thread 0 arrives with
-// a release add (the block's writes before the consumer barrier are ordered before it) and polls with acquire
-// loads, backing off 32 ns between polls. H200, 8B shape, batch 1, against a full fence + atomicAdd + a fence
-// after the polls (cooperative groups' pattern): bf16 4.303 -> 4.260 ms/token (4.274 without the backoff), FP8
-// 3.046 -> 3.017; barriers 2, 4 and 5 now release ~0.95 µs after the last block arrives (was ~1.2).
-// `arrived` (traces only) gets the time the block's last warp reached the barrier.
-__device__ __forceinline__ void grid_sync(unsigned* counter, unsigned& passed, unsigned long long* arrived = nullptr) {
+// The block has written its part of hand-off k (its warps are past their stores): counted with a relaxed add.
+__device__ __forceinline__ void handoff_arrive(const Params& p, int k) {
   consumer_sync();
-  passed++;
+  if (threadIdx.x == 0) anvil_red_add_relaxed_gpu(p.counters + 1 + p.NKV + k, 1u);
+}
+// Until `target` blocks have written hand-off k (one thread polls, backing off 32 ns), then the block goes on to
+// read the words.
+__device__ __forceinline__ void handoff_wait(const Params& p, int k, unsigned target) {
   if (threadIdx.x == 0) {
-    if (arrived) *arrived = anvil_globaltimer_ns();
-    anvil_red_add_release_gpu(counter, 1u);
-    const unsigned target = passed * gridDim.x;
+    const unsigned* n = p.counters + 1 + p.NKV + k;
     const long long t0 = clock64();
-    while (anvil_load_acquire_gpu(counter) < target) {
+    while (anvil_load_relaxed_gpu(n) < target) {
       __nanosleep(32);
-      if (clock64() - t0 > kWaitCycles) wait_failed("the grid barrier", passed, anvil_load_acquire_gpu(counter));
+      if (clock64() - t0 > kWaitCycles) wait_failed("a hand-off's writers (hand-off, count)", k, *n);
     }
   }
   consumer_sync();

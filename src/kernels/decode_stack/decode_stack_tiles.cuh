@@ -23,9 +23,10 @@ namespace anvil::decode_stack_gpu {
 // time. Pieces are whole 128-column blocks (the weights' widths are multiples of 128), so every step is full.
 // The quarters' sums meet in `part` (double-buffered by GEMM parity: no block barrier between gate and up) in a
 // fixed order after a group barrier, so the result does not depend on timing.
+template <class O>
 __device__ void gemm_tiles(const Params& p, const Mat& m, const float* ws, int ws_stride, const uint8_t* ring,
                            uint64_t* full, uint64_t* empty, volatile unsigned* issued, volatile unsigned* done,
-                           const bf16* x, float xinv, float* part, int g0, bf16* y, int y0, unsigned& c) {
+                           const bf16* x, float xinv, float* part, int g0, O y, unsigned& c) {
   const int lane = threadIdx.x % kW, warp = threadIdx.x / kW, g = lane / 4, t = lane % 4;
   const int grp = warp / kTileQuarters, s = warp % kTileQuarters;
   // The MMA's rows g and g + 8 are the tile's rows pr and pr + 8, pr = g / 2 + 4 (g % 2): a quarter-warp's two g
@@ -88,7 +89,7 @@ __device__ void gemm_tiles(const Params& p, const Mat& m, const float* ws, int w
         const float* q = part + row + e;
         const float acc = ((q[0] + q[rows]) + (q[2 * rows] + q[3 * rows])) * xinv;
         const int r = pl.r0 + row + e;
-        y[r - y0] = from_f32<bf16>(ws ? acc * ws[int64_t(r) * ws_stride] : acc);
+        y.put(r, ws ? acc * ws[int64_t(r) * ws_stride] : acc);
       }
     }
   }
@@ -99,7 +100,7 @@ __device__ void gemm_tiles(const Params& p, const Mat& m, const float* ws, int w
 #pragma unroll
       for (int q = 0; q < kTileGroups * kTileQuarters; q++) acc += part[q * rows + r];
       acc *= xinv;
-      y[pl.r0 + r - y0] = from_f32<bf16>(ws ? acc * ws[int64_t(pl.r0 + r) * ws_stride] : acc);
+      y.put(pl.r0 + r, ws ? acc * ws[int64_t(pl.r0 + r) * ws_stride] : acc);
     }
   }
   c += unsigned(pl.units * pl.ppr);

@@ -325,6 +325,30 @@ __device__ __forceinline__ unsigned anvil_load_acquire_gpu(const unsigned* p) {
 __device__ __forceinline__ void anvil_red_add_release_gpu(unsigned* p, unsigned v) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
+// Grid-scope relaxed 32-bit store and 16-byte load: words another block of the running grid polls, or that it
+// stores (decode_stack's tagged activations: a value and its tag in one word, so the word is its own flag and
+// needs no fence). Relaxed, not weak: a weak load in a polling loop may be served from L1 or hoisted.
+__device__ __forceinline__ void anvil_store_relaxed_gpu(uint32_t* p, uint32_t v) {
+  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t anvil_load_relaxed_gpu(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint4 anvil_load16_relaxed_gpu(const uint32_t* p) {
+  uint4 v;
+  asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+// Grid-scope relaxed add: an arrival that orders nothing before it (decode_stack's hand-off counts, whose data
+// carries its own tags), so it does not wait for the block's earlier stores to complete as a release would.
+__device__ __forceinline__ void anvil_red_add_relaxed_gpu(unsigned* p, unsigned v) {
+  asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
 // The device-wide nanosecond clock (the same on every SM, unlike clock64): phase timestamps in kernel traces.
 __device__ __forceinline__ unsigned long long anvil_globaltimer_ns() {
   unsigned long long t;
