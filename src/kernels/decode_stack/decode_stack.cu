@@ -206,10 +206,10 @@ __device__ __forceinline__ float pack_absmax(const uint32_t (&v)[4], float m) {
 
 // x = rms_norm(h) * gamma into shared memory (C values), where h = hin (+ badd, tagged words with `tag`, rounded to
 // bf16). The block keeps that h in its own copy in p.hp (hin = nullptr on the next call: each thread reads back
-// only the packs it wrote itself), and block 0 also stores it to hout for the host. Each thread re-reads only the x slots it wrote
-// before the reduction. F16 (FP8 weights): x is stored as f16 times sc, sc from the bound max|h| * r * max|gamma|
-// (gmax, per layer, from the host), which the same reduction as the sum of squares gives; returns 1 / sc (1 for
-// bf16).
+// only the packs it wrote itself), and block 0 also stores it to hout for the host. Each thread re-reads only the
+// x slots it wrote before the reduction. F16 (FP8 weights): x is stored as f16 times sc, sc from the bound
+// max|h| * r * max|gamma| (gmax, per layer, from the host), which the same reduction as the sum of squares gives;
+// returns 1 / sc (1 for bf16).
 template <bool F16>
 __device__ float stage_norm(const Params& p, const bf16* hin, const uint32_t* badd, uint32_t tag, bf16* hout,
                             const bf16* gamma, float gmax, bf16* x, float* red) {
