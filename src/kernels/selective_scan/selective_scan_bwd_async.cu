@@ -315,12 +315,9 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, 3) scan_bwd_async_kernel(BwdAsyncP
     // cs0 + i*kCS, step st, so a warp writes consecutive steps of one channel (and every address is a base
     // plus a constant: nothing per element to keep in registers).
     constexpr int kCS = kThreads / kTT;  // channels per pass
-    // Bm/Cm: thread (state bn, step bt0 of every 8-step pass). In the raw rows (16-byte aligned) states n and n + 8
-    // of one step share a bank, so within each step pair (2 kNP threads: the 32 lanes of a warp on sm_90) states 8-15
-    // take another pair of the pass's four: their reads move by one word (16 distinct banks for 16 states; 16-bit
-    // steps 2t and 2t + 1 share a word), and the stores to [t][n] still cover 32 banks. ncu had counted a 2-way
-    // conflict on each of the 8 transposing loads (1.3 M excess wavefronts a backward at the issue's shape); fwd +
-    // bwd 1590.6 -> 1588.6 µs (mean of three, same binary and session: within noise).
+    // Bm/Cm: thread (state bn, step bt0 of each 8-step pass). States n and n + 8 share a bank in the 16-byte aligned
+    // raw rows, so states 8-15 take another step pair of the pass than 0-7: 16 banks per read, 32 per store (ncu had
+    // 1.3 M excess wavefronts; fwd + bwd 1590.6 -> 1588.6 µs, within noise: docs/mamba_kernels.md, round 18).
     static_assert(kNP == 16 && kThreads / kNP == 8, "8 steps per pass: 4 pairs of 2 kNP threads");
     const int st = tid % kTT, cs0 = tid / kTT, bn = tid % kNP;
     const int bt0 = 2 * ((tid / (2 * kNP)) ^ (bn / (kNP / 2))) + (tid / kNP) % 2;
