@@ -422,7 +422,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
   if (threadIdx.x == 0 && atomicAdd(p.counters, 1u) == gridDim.x - 1) {
     p.counters[0] = 0;
     for (int k = 1; k <= kCounts; k++) p.counters[1 + p.NKV + k] = 0;
-    p.counters[1 + p.NKV] = *gen + 1;
+    p.counters[1 + p.NKV] = decode_stack_tags::next_gen(*gen);
   }
 }
 
@@ -576,8 +576,8 @@ DecodeStack::DecodeStack(const DecodeStackShape& s, const std::vector<DecodeStac
   const std::string why = decode_stack_unsupported(s, layers);
   ANVIL_CHECK(why.empty(), "decode_stack", "a model decode_stack supports", why);
   // The hand-offs' 16-bit tags tell this launch's words from the launch before's (decode_stack_gpu.cuh).
-  ANVIL_CHECK(2 * kHandoffs * L_ < 65535, "decode_stack", str("fewer than ", 65535 / (2 * kHandoffs), " layers"),
-              str(L_, " layers"));
+  ANVIL_CHECK(L_ <= decode_stack_tags::kMaxLayers, "decode_stack",
+              str("at most ", decode_stack_tags::kMaxLayers, " layers"), str(L_, " layers"));
   const Device dev = layers[0].qkv.w.device();
   wdt_ = layers[0].qkv.w.dtype();
   Tmax_ = layers[0].k_cache.size(1);

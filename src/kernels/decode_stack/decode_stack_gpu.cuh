@@ -8,6 +8,7 @@
 
 #include "backends/gpu/common.cuh"
 #include "backends/gpu/weight_ring.cuh"
+#include "kernels/decode_stack/decode_stack_tags.h"
 
 #ifdef ANVIL_HAS_BULK_COPY
 namespace anvil::decode_stack_gpu {
@@ -88,16 +89,11 @@ struct Params {
 //   re-reading only those whose tag is not there yet (a store the count overtook).
 // Reuse needs no barrier: a block writes hand-off k + 1 only after reading all of hand-off k, which every block
 // wrote after reading all of hand-off k - 1, so nobody still reads a word its next write replaces.
-// Tags: 1 + (generation * kHandoffs * L + index) mod 65535, so the words of this launch and the one before never
-// share a tag while 2 * kHandoffs * L < 65535 (the host checks), and 0 (the buffers' first contents) none.
-constexpr int kHandoffs = 5;  // per layer: q|k|v, attention output, o's output, down's input, down's output
+// Tags: decode_stack_tags.h.
+using decode_stack_tags::kHandoffs;
+using decode_stack_tags::next_tag;
+using decode_stack_tags::tag_of;
 constexpr int kCounts = kHandoffs - 1;  // counted hand-offs: all but q|k|v
-__device__ __forceinline__ uint32_t tag_of(unsigned gen, int L, int layer, int k) {
-  const uint64_t n = uint64_t(gen) * uint64_t(kHandoffs * L) + uint64_t(layer * kHandoffs + k);
-  return 1u + uint32_t(n % 65535u);
-}
-// The tag of the hand-off after the one tagged t (tag_of's index + 1).
-__device__ __forceinline__ uint32_t next_tag(uint32_t t) { return t == 65535u ? 1u : t + 1u; }
 __device__ __forceinline__ uint32_t tagged(uint32_t tag, bf16 v) { return (tag << 16) | v.bits; }
 __device__ __forceinline__ bool has_tag(uint4 v, uint32_t tag) {
   return (v.x >> 16) == tag && (v.y >> 16) == tag && (v.z >> 16) == tag && (v.w >> 16) == tag;
