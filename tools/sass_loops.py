@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """Where a CUDA kernel's loops wait: per kernel of a cubin, its loops (backward branches) with their instruction
-counts, their MUFU operations, and how many instructions after each MUFU its result is first read.
+counts, their MUFU operations, how many instructions after each MUFU its result is first read, and the register
+spills (LDL/STL) inside each loop.
 
 A warp issues in order, so a MUFU result read a few instructions after its issue stalls the warp for the rest of
 the unit's latency; the selective-scan forward gained 1.4% by moving that distance from 11 to 18 instructions
-(docs/mamba_kernels.md, sixteenth round). It reads `cuobjdump -sass` output, so it needs no GPU.
+(docs/mamba_kernels.md, sixteenth round). A kernel at its register cap spills in a loop because of code elsewhere
+in it: decode_stack's FP8 tile loop began to spill when another phase's staging took 40 more registers, and its
+GEMM phases lost ~10% (docs/decode_kernels.md, fourteenth round). It reads `cuobjdump -sass` output, so it needs
+no GPU.
 
   tools/sass_loops.py KERNELS.cubin [--kernel REGEX]          loops and MUFU distances of the matching kernels
   tools/sass_loops.py A.cubin --same-as B.cubin [--kernel RE]  whether each kernel's code is the same in both,
@@ -91,16 +95,23 @@ def loops(insns):
     return sorted(found, key=lambda l: len(l[2]))
 
 
+def spills(body):
+    """Local-memory loads and stores (register spills and stack arrays) in body."""
+    return sum(split(t)[0].split('.')[0] in ('LDL', 'STL') for _, t in body)
+
+
 def report(kernels, pattern):
     for name, insns in kernels.items():
         if pattern and not re.search(pattern, name):
             continue
         n_mufu = sum(split(t)[0].startswith('MUFU') for _, t in insns)
-        print(f'{name}\n  {len(insns)} instructions, {n_mufu} MUFU')
+        print(f'{name}\n  {len(insns)} instructions, {n_mufu} MUFU, {spills(insns)} LDL/STL')
         for top, end, body in loops(insns):
             d = mufu_distances(body)
+            n_sp = spills(body)
+            sp = f'; {n_sp} LDL/STL' if n_sp else ''
             if not d:
-                print(f'  loop {top:#06x}-{end:#06x}: {len(body)} instructions, no MUFU')
+                print(f'  loop {top:#06x}-{end:#06x}: {len(body)} instructions, no MUFU{sp}')
                 continue
             kinds = {}
             for op, _ in d:
@@ -109,7 +120,7 @@ def report(kernels, pattern):
             dist = (f'first read after {min(read)}-{max(read)} instructions, mean {sum(read) / len(read):.1f}'
                     if read else 'results not read inside the loop')
             mix = ', '.join(f'{v} {k}' for k, v in sorted(kinds.items()))
-            print(f'  loop {top:#06x}-{end:#06x}: {len(body)} instructions, {mix}; {dist}')
+            print(f'  loop {top:#06x}-{end:#06x}: {len(body)} instructions, {mix}; {dist}{sp}')
 
 
 def same_as(a, b, pattern):
