@@ -32,9 +32,10 @@
 //   3. o GEMM (x = the attention output);  4. h += b, norm, the gate and up GEMMs (a block owns the same rows
 //   of both, keeps their outputs in shared memory and writes silu(gate) * up for them);  5. down GEMM.
 // - Hand-offs without grid barriers: what a phase writes for other blocks (q|k|v, the attention output, o's and
-//   down's outputs, down's input) is stored as 32-bit words of a bf16 and a tag naming the write, and the next
-//   phase polls the words themselves (decode_stack_gpu.cuh). Until this, five grid barriers a layer each cost a
-//   chain of L2 round trips queued behind the weight ring's bulk copies.
+//   down's outputs, down's input) is stored as 32-bit words of a bf16 and a tag naming the write; the next phase
+//   waits for a relaxed count of the writers (the attention blocks poll their q|k|v words directly) and takes each
+//   word once its tag is there (decode_stack_gpu.cuh). Until this, five grid barriers a layer each cost a chain of
+//   L2 round trips queued behind the weight ring's bulk copies.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -345,7 +346,6 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
   constexpr bool F16 = ES == 1;  // FP8 weights: GEMM inputs staged as scaled f16 for the tensor cores
   unsigned c = 0;
   float xinv = 1.f;
-  // The launch's generation: the launch before advanced it, and nothing changes it until every block is done.
   auto tag = [&](int l, int k) { return tag_of(*gen, p.L, l, k); };
   // The residual stream for the host: block 0 writes h + b to h0 at the input norms of layers 1.. (layer 0 reads
   // the step's input there) and to h1 at the post-attention norms, so the last layer's h is in h1. Every block

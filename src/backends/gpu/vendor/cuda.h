@@ -176,7 +176,6 @@ __device__ __forceinline__ void anvil_store8_once(void* p, uint32_t a, uint32_t 
 // coherent across SMs, so a plain load could in principle return a line cached before the writes.
 __device__ __forceinline__ float anvil_load_l2(const float* p) { return __ldcg(p); }
 __device__ __forceinline__ float4 anvil_load_l2(const float4* p) { return __ldcg(p); }
-__device__ __forceinline__ uint16_t anvil_load_l2(const uint16_t* p) { return __ldcg(p); }
 
 
 // Asynchronous 16-byte global -> shared copy (cp.async.cg, sm_80+; L2 only, not L1). The bytes travel without
@@ -314,18 +313,7 @@ __device__ __forceinline__ void anvil_bulk_copy_g2s(void*, const void*, unsigned
 __device__ __forceinline__ void anvil_bar_sync(unsigned id, unsigned threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
-// Grid-scope acquire load of a counter other blocks increment (a grid barrier's spin).
-__device__ __forceinline__ unsigned anvil_load_acquire_gpu(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-// Grid-scope release add: the writes before it (and those of threads synchronised with it by a barrier) are
-// visible to whoever acquires the new value, without a separate full fence.
-__device__ __forceinline__ void anvil_red_add_release_gpu(unsigned* p, unsigned v) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-// Grid-scope relaxed 32-bit store and 16-byte load: words another block of the running grid polls, or that it
+// Grid-scope relaxed 32-bit store and 4- and 16-byte loads: words another block of the running grid polls, or that it
 // stores (decode_stack's tagged activations: a value and its tag in one word, so the word is its own flag and
 // needs no fence). Relaxed, not weak: a weak load in a polling loop may be served from L1 or hoisted.
 __device__ __forceinline__ void anvil_store_relaxed_gpu(uint32_t* p, uint32_t v) {
