@@ -1,6 +1,6 @@
 // decode_stack's hand-off tags (kernels/decode_stack/decode_stack_tags.h): a reader takes a word as the one it waits
 // for when its tag matches, so no two writes a reader could confuse may share a tag. Checked on the host for the
-// layer counts of real models and at the generation counter's wrap.
+// layer counts of real models and at the generation counter's wrap. Also the numbering of the producer's holds.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -56,6 +56,25 @@ TEST(DecodeStackTags, GenerationWrapsAtTheModulus) {
   EXPECT_EQ(next_gen(kMod - 1), 0u);
   EXPECT_EQ(next_gen(0), 1u);
   EXPECT_EQ(launch_tags(0xffffffffu, 32), launch_tags(0, 32));  // why the counter must not wrap at 2^32
+}
+
+// The holds rise along the stream, one per staged hand-off (four a layer, three in layer 0), none before up.
+TEST(DecodeStackTags, HoldsRiseAlongTheStream) {
+  for (int L : {1, 2, 32, 126}) {
+    uint32_t last = 0;
+    int holds = 0;
+    for (int l = 0; l < L; l++)
+      for (int mi = 0; mi < 5; mi++) {
+        const uint32_t s = hold_seq(l, mi);
+        if (mi == 3 || (l == 0 && mi == 0)) {
+          EXPECT_EQ(s, 0u) << "layer " << l << " matrix " << mi;
+          continue;
+        }
+        ASSERT_GT(s, last) << "layer " << l << " matrix " << mi;
+        last = s, holds++;
+      }
+    EXPECT_EQ(holds, 4 * L - 1) << "L " << L;
+  }
 }
 
 }  // namespace

@@ -12,8 +12,10 @@
 //   (layer by layer: q|k|v, o, gate, up, down; the block owns a contiguous range of rows of each) and issues one
 //   bulk copy per 16 KB chunk into a ring of S slots (S = 12 at the 8B shape: 192 KB of the 227 KB), each slot
 //   with a "full" and an "empty" mbarrier. Nothing it reads depends on activations, so it runs ahead of the
-//   math by up to S chunks, across phase boundaries and grid barriers: 12 x 16 KB per SM is 25 MB in flight,
-//   ~6 µs of HBM time, which covers the norm, rope and attention phases and the barriers (~1-2 µs each).
+//   math by up to S chunks across phase boundaries (12 x 16 KB per SM is 25 MB in flight, ~6 µs of HBM time),
+//   except that before a matrix that follows a hand-off it issues only the first two thirds of the ring, then
+//   waits for the block to stage the hand-off's input, whose reads would otherwise queue behind those copies (the
+//   producer's hold, decode_stack_gpu.cuh).
 // - Math, bf16: consumer warp w takes rows w, w + 12, ... of the block's range (a chunk holds whole rows, or a
 //   piece of one row), waits on the chunk's full barrier, takes the row's dot product with x (x staged in shared
 //   memory as bf16, 16-byte reads, conflict-free), reduces it over the warp and writes y; the last warp done with
@@ -70,7 +72,8 @@ const char* const kStampNames[kStamps] = {
 
 // ---- producer ----------------------------------------------------------------------------------------------
 template <int ES>
-__device__ void produce(const Params& p, uint8_t* ring, uint64_t* full, uint64_t* empty, volatile unsigned* issued) {
+__device__ void produce(const Params& p, uint8_t* ring, uint64_t* full, uint64_t* empty, volatile unsigned* issued,
+                        volatile unsigned* opened) {
   unsigned c = 0;
   const uint64_t policy = p.l2_first ? anvil_l2_evict_first() : 0;
   for (int l = 0; l < p.L; l++) {
@@ -79,9 +82,11 @@ __device__ void produce(const Params& p, uint8_t* ring, uint64_t* full, uint64_t
     for (int mi = 0; mi < kMats; mi++) {
       const Mat m = mat_of<ES>(p, ly, mi);
       const Plan pl = plan_of<ES>(m);
+      const unsigned seq = hold_seq(l, mi);
       for (int u = 0; u < pl.units; u++) {
         const int ra = pl.r0 + u * pl.rpc, nr = min(pl.rpc, pl.r1 - ra);
         for (int i = 0; i < pl.ppr; i++, c++) {
+          if (seq && u * pl.ppr + i == p.hold) hold_wait(opened, seq);
           const int k0 = i * pl.pe, kn = pl.ppr == 1 ? m.K * nr : min(pl.pe, m.K - k0);
           const unsigned slot = c % unsigned(p.slots), use = c / unsigned(p.slots);
           // A tile (FP8) is a whole chunk: out-of-range rows and blocks arrive as zeros.
@@ -325,6 +330,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
   // shared memory, not in a register: a register live across the attention's loop made that loop spill at the
   // 128-register cap (13 warps: 4 on one scheduler).
   volatile unsigned* gen = done + kMaxSlots;
+  volatile unsigned* opened = gen + 1;  // the last hand-off past its hold point (hold_seq)
   if (threadIdx.x == 0) {
     for (int s = 0; s < p.slots; s++) {
       anvil_mbar_init(&full[s], 1), anvil_mbar_init(&empty[s], 1);
@@ -332,6 +338,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
       done[s] = 0;
     }
     *gen = anvil_load_relaxed_gpu(p.counters + 1 + p.NKV);
+    *opened = 0;
     anvil_mbar_init_fence();
   }
   __syncthreads();
@@ -340,7 +347,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
     __trap();
   }
   if (threadIdx.x >= kConsumers) {  // the producer warp: one lane issues every copy
-    if (threadIdx.x == kConsumers) produce<ES>(p, ring, full, empty, issued);
+    if (threadIdx.x == kConsumers) produce<ES>(p, ring, full, empty, issued, opened);
     return;
   }
   constexpr bool F16 = ES == 1;  // FP8 weights: GEMM inputs staged as scaled f16 for the tensor cores
@@ -373,6 +380,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
     } else {
       handoff_wait(p, 4, unsigned(l) * gridDim.x);
       xinv = stage_norm<F16>(p, nullptr, p.tb, tag(l - 1, 4), p.h0, ly.in_norm, ly.in_gmax, x, red);
+      hold_open(opened, hold_seq(l, 0));
     }
     stamp(l, 0);
     gemm<ES>(p, mat_of<ES>(p, ly, 0), ly.ws[0], ly.ws_stride[0], ring, full, empty, issued, done, x, xinv, part[0],
@@ -386,6 +394,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
     stamp(l, 4);
     handoff_wait(p, 1, unsigned(l + 1) * unsigned(p.NKV));  // one writer per kv-head
     xinv = stage_copy<F16, 2>(p.att, tag(l, 1), p.QD, x, red);
+    hold_open(opened, hold_seq(l, 1));
     stamp(l, 5);
     gemm<ES>(p, mat_of<ES>(p, ly, 1), ly.ws[1], ly.ws_stride[1], ring, full, empty, issued, done, x, xinv, part[1],
              out_tagged(p.tb, tag(l, 2)), c);
@@ -394,6 +403,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
     stamp(l, 7);
     handoff_wait(p, 2, unsigned(l + 1) * gridDim.x);
     xinv = stage_norm<F16>(p, nullptr, p.tb, tag(l, 2), p.h1, ly.post_norm, ly.post_gmax, x, red);
+    hold_open(opened, hold_seq(l, 2));
     stamp(l, 8);
     gemm<ES>(p, mat_of<ES>(p, ly, 2), ly.ws[2], ly.ws_stride[2], ring, full, empty, issued, done, x, xinv, part[0],
              out_plain(y_gate, rows_a), c);
@@ -405,6 +415,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
     stamp(l, 9);
     handoff_wait(p, 3, unsigned(l + 1) * gridDim.x);
     xinv = stage_copy<F16, 2>(p.gu, tag(l, 3), p.H, x, red);
+    hold_open(opened, hold_seq(l, 4));
     stamp(l, 10);
     // The last layer's output goes to the host as plain bf16.
     if (l + 1 < p.L)
@@ -446,7 +457,7 @@ XRegion x_region(const DecodeStackShape& s, int grid) {
   return r;
 }
 int x_region_bytes(const DecodeStackShape& s, int grid) { return x_region(s, grid).bytes; }
-constexpr int kMiscBytes = kWarps * 2 * 4 + 2 * kMaxSlots * 8 + 2 * kMaxSlots * 4 + 16;  // + the generation
+constexpr int kMiscBytes = kWarps * 2 * 4 + 2 * kMaxSlots * 8 + 2 * kMaxSlots * 4 + 16;  // + generation, opened
 
 // Ring slots that fit the device's per-block shared memory next to the x region (H200, 8B shape: 12).
 int ring_slots(const DecodeStackShape& s) {
@@ -639,6 +650,10 @@ void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branc
   const bool fp8 = dtype_is_fp8(wdt_);
   const int fit = ring_slots(s_);
   p.slots = ring_knob("ANVIL_DECODE_STACK_SLOTS", kMinSlots, fit, fit);
+  // The producer's hold before each hand-off's reads (hold_seq): two thirds of the ring (8 of 12 slots: 6-8 measured
+  // alike), or ANVIL_DECODE_STACK_HOLD=n chunks; n = slots never holds (the chunk after the ring's first fill waits
+  // for the staging anyway).
+  p.hold = ring_knob("ANVIL_DECODE_STACK_HOLD", 0, p.slots, p.slots * 2 / 3);
   const XRegion xr = x_region(s_, cus);
   p.x_bytes = xr.bytes, p.part_offset = xr.part_offset, p.part_floats = xr.part_floats;
   p.max_splits = int(max_splits_);

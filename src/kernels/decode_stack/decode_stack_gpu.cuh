@@ -55,6 +55,7 @@ struct Params {
   int L, C, NH, NKV, H, QD, KVD, Tmax, slots, x_bytes, max_splits;
   int part_offset, part_floats;  // FP8 tile sums: byte offset in the x region, floats per buffer
   int l2_first;           // weights copied with an L2 evict-first policy (default)
+  int hold;               // chunks of a matrix after a hand-off issued before the producer's hold (hold_seq)
   float eps, scale_log2;  // attention scale * log2(e)
   bf16* h0;
   bf16* h1;
@@ -274,6 +275,29 @@ __device__ __forceinline__ void handoff_wait(const Params& p, int k, unsigned ta
     }
   }
   consumer_sync();
+}
+
+// ---- the producer's hold ---------------------------------------------------------------------------------------
+// A small read waits behind the bulk copies already headed for its SM, ~0.4 µs per 16 KB chunk in flight (the fifth
+// round, docs/decode_kernels.md). A hand-off's reads are made as the GEMM before it ends, when the producer has just
+// refilled the ring with the next matrix's first chunks, so they waited behind a full ring (~5 µs) and the next GEMM
+// began with the ring full and none of its later chunks requested. So the producer issues only the first p.hold
+// chunks of a matrix that follows a hand-off, then waits until the block has staged that hand-off's input: the reads
+// go ahead of the rest, and the rest arrive while the staging and the GEMM's first chunks run. H200, 8B shape, 12
+// slots: holds of 6-8 chunks measured alike and best, bf16 4.096 -> 3.93 ms/token, FP8 2.89 -> 2.785 (fifteenth
+// round). The holds are numbered by hold_seq (decode_stack_tags.h).
+using decode_stack_tags::hold_seq;
+// The consumers' side: the block has staged the input of hand-off `seq` (thread 0, after the consumers' barrier).
+__device__ __forceinline__ void hold_open(volatile unsigned* opened, unsigned seq) {
+  if (threadIdx.x == 0) *opened = seq;
+}
+// The producer's side: until hand-off `seq` is staged.
+__device__ __forceinline__ void hold_wait(volatile unsigned* opened, unsigned seq) {
+  const long long t0 = clock64();
+  while (*opened < seq) {
+    __nanosleep(20);
+    if (clock64() - t0 > kWaitCycles) wait_failed("the producer's hold (hand-off, staged)", seq, *opened);
+  }
 }
 
 __device__ __forceinline__ float lo_f32(uint32_t u) { return __uint_as_float(u << 16); }
