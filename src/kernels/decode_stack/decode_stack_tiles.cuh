@@ -23,6 +23,29 @@ namespace anvil::decode_stack_gpu {
 // time. Pieces are whole 128-column blocks (the weights' widths are multiples of 128), so every step is full.
 // The quarters' sums meet in `part` (double-buffered by GEMM parity: no block barrier between gate and up) in a
 // fixed order after a group barrier, so the result does not depend on timing.
+// One step of a lane: 16 columns of rows pr and pr + 8 (w: row pr's 16 bytes; row pr + 8's are 8 rows = 1024 bytes
+// on, the same swizzle chunk since (pr + 8) % 8 = pr % 8), times x's 16 f16 at xs, into the 4 quads' sums.
+__device__ __forceinline__ void full_step(const uint8_t* w, const uint8_t* xs, float (&d)[4][4]) {
+  const uint4 wlo = *reinterpret_cast<const uint4*>(w);
+  const uint4 whi = *reinterpret_cast<const uint4*>(w + 8 * 128);
+  const uint4 x0 = *reinterpret_cast<const uint4*>(xs);
+  const uint4 x1 = *reinterpret_cast<const uint4*>(xs + 16);
+  const uint32_t wl[4] = {wlo.x, wlo.y, wlo.z, wlo.w}, wh[4] = {whi.x, whi.y, whi.z, whi.w};
+  const uint32_t xx[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+  for (int q = 0; q < 4; q++) {
+    uint32_t a[4];
+#ifdef ANVIL_HAS_E4M3_CVT
+    anvil_e4m3x4_to_f16x2(wl[q], a[0], a[2]);
+    anvil_e4m3x4_to_f16x2(wh[q], a[1], a[3]);
+#else
+    __trap();  // never launched: decode_stack needs sm_90
+#endif
+    const uint32_t b[2] = {xx[2 * q], xx[2 * q + 1]};
+    anvil_mma16816<false>(d[q], a, b);
+  }
+}
+
 template <class O>
 __device__ void gemm_tiles(const Params& p, const Mat& m, const float* ws, int ws_stride, const uint8_t* ring,
                            uint64_t* full, uint64_t* empty, volatile unsigned* issued, volatile unsigned* done,
@@ -32,6 +55,10 @@ __device__ void gemm_tiles(const Params& p, const Mat& m, const float* ws, int w
   // The MMA's rows g and g + 8 are the tile's rows pr and pr + 8, pr = g / 2 + 4 (g % 2): a quarter-warp's two g
   // then read rows 4 apart, whose 128-byte swizzles (row % 8) put their 64 bytes on disjoint banks.
   const int pr = (g >> 1) | ((g & 1) << 2);
+  // A whole quarter's steps j = 0..3 read columns k = s qw + 16 t + 64 j: line 2 s + j / 2, swizzle chunk
+  // (t + 4 (j % 2)) ^ (pr % 8) (tile_offset), so at oa + (j / 2) kLineRows (j even) or ob + the same (j odd).
+  constexpr int kSteps = kTileK / kTileQuarters / 64, kLineRows = kTileRows * 128;
+  const int oa = tile_offset(pr, s * (kTileK / kTileQuarters) + 16 * t), ob = oa ^ 64;
   const Plan pl = plan_of<1>(m);
   constexpr int qw = kTileK / kTileQuarters;  // columns per quarter (a multiple of 64)
   const int rows = pl.r1 - pl.r0;
@@ -50,27 +77,17 @@ __device__ void gemm_tiles(const Params& p, const Mat& m, const float* ws, int w
       const int k0 = i * pl.pe, ke = min(min(pl.pe, m.K - k0), (s + 1) * qw);
       const uint8_t* wr = ring + size_t(slot) * kChunk;
       const uint8_t* xr = reinterpret_cast<const uint8_t*>(x + k0);
-      // Unrolled twice; loading 2-4 steps into arrays before any MMA spilled at the 128-register cap.
-#pragma unroll 2
-      for (int k = s * qw + 16 * t; k < ke; k += 64) {
-        const uint4 wlo = *reinterpret_cast<const uint4*>(wr + tile_offset(pr, k));
-        const uint4 whi = *reinterpret_cast<const uint4*>(wr + tile_offset(pr + 8, k));
-        const uint4 x0 = *reinterpret_cast<const uint4*>(xr + 2 * k);
-        const uint4 x1 = *reinterpret_cast<const uint4*>(xr + 2 * k + 16);
-        const uint32_t wl[4] = {wlo.x, wlo.y, wlo.z, wlo.w}, wh[4] = {whi.x, whi.y, whi.z, whi.w};
-        const uint32_t xx[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+      if (ke - s * qw == qw) {
+        // A whole quarter (every piece of the 8B shape's matrices): its four steps' addresses are the two
+        // per-thread offsets plus constants (full_step).
 #pragma unroll
-        for (int q = 0; q < 4; q++) {
-          uint32_t a[4];
-#ifdef ANVIL_HAS_E4M3_CVT
-          anvil_e4m3x4_to_f16x2(wl[q], a[0], a[2]);
-          anvil_e4m3x4_to_f16x2(wh[q], a[1], a[3]);
-#else
-          __trap();  // never launched: decode_stack needs sm_90
-#endif
-          const uint32_t b[2] = {xx[2 * q], xx[2 * q + 1]};
-          anvil_mma16816<false>(d[q], a, b);
-        }
+        for (int j = 0; j < kSteps; j++)
+          full_step(wr + (j & 1 ? ob : oa) + (j >> 1) * kLineRows, xr + 2 * (s * qw + 16 * t) + 128 * j, d);
+      } else {
+        // Unrolled twice; loading 2-4 steps into arrays before any MMA spilled at the 128-register cap.
+#pragma unroll 2
+        for (int k = s * qw + 16 * t; k < ke; k += 64)
+          full_step(wr + tile_offset(pr, k), xr + 2 * k, d);
       }
       release_slot(done, empty, slot, kTileQuarters);
     }
