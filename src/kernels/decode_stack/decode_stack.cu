@@ -330,7 +330,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
   // shared memory, not in a register: a register live across the attention's loop made that loop spill at the
   // 128-register cap (13 warps: 4 on one scheduler).
   volatile unsigned* gen = done + kMaxSlots;
-  volatile unsigned* opened = gen + 1;  // the last hand-off past its hold point (hold_seq)
+  volatile unsigned* opened = gen + 1;  // the last hand-off whose input the block has staged (hold_seq)
   if (threadIdx.x == 0) {
     for (int s = 0; s < p.slots; s++) {
       anvil_mbar_init(&full[s], 1), anvil_mbar_init(&empty[s], 1);

@@ -7,25 +7,9 @@
 #ifdef ANVIL_HAS_BULK_COPY
 namespace anvil::decode_stack_gpu {
 
-// FP8 y[rows of this block] = x @ w^T on the tensor cores (mma.m16n8k16, f16 in, f32 sums). Why: decoding FP8 to
-// f32 for FMAs cost ~4 instructions per weight and those phases ran consumer-bound at 3.0-3.5 TB/s.
-// Fragments (as skinny_gemm_mma.cu, with one activation row): A is a tile of 16 weight rows, B is x^T. Lane (g, t)
-// takes columns k = 16t + 64j (16 of them) of rows g and g + 8; its quad q (columns 4q..4q+3 of the 16) is one
-// MMA's k slice (the k order inside an MMA is free as long as A and B agree): A's k 2t, 2t+1 hold columns 4q, 4q+1
-// and k 2t+8, 2t+9 hold 4q+2, 4q+3, so each cvt.e4m3x2 result is an A register as it is; B's registers are x's
-// f16 pairs of the same columns, two consecutive words of one 16-byte load (B's columns 1-7, other activation
-// rows, are don't-cares: every lane loads x). Per 16 weights a lane issues 1/2 + 1/2 + ~1 shared loads, 8
-// conversions and 2 MMAs, with no register moves or selects. D's column 0 is the output: lane (g, 0) holds rows
-// g and g + 8. x is staged as f16 times a power of two (xinv undoes it; see stage_norm) and e4m3 converts to f16
-// exactly, so the products are exact and only the order of the f32 sums differs from the per-op GEMM.
-// Work: the 12 warps are 3 groups of 4; group G takes tiles G, G + 3, ..., and its warp s a quarter of every
-// piece's columns (4 steps of 64 at the 8B shape), so 3 chunks are in work at once, each done in ~1/4 of a warp's
-// time. Pieces are whole 128-column blocks (the weights' widths are multiples of 128), so every step is full.
-// The quarters' sums meet in `part` (double-buffered by GEMM parity: no block barrier between gate and up) in a
-// fixed order after a group barrier, so the result does not depend on timing.
 // One step of a lane: 16 columns of rows pr and pr + 8 (w: row pr's 16 bytes; row pr + 8's are 8 rows = 1024 bytes
 // on, the same swizzle chunk since (pr + 8) % 8 = pr % 8), times x's 16 f16 at xs, into the 4 quads' sums.
-__device__ __forceinline__ void full_step(const uint8_t* w, const uint8_t* xs, float (&d)[4][4]) {
+__device__ __forceinline__ void tile_step(const uint8_t* w, const uint8_t* xs, float (&d)[4][4]) {
   const uint4 wlo = *reinterpret_cast<const uint4*>(w);
   const uint4 whi = *reinterpret_cast<const uint4*>(w + 8 * 128);
   const uint4 x0 = *reinterpret_cast<const uint4*>(xs);
@@ -46,6 +30,22 @@ __device__ __forceinline__ void full_step(const uint8_t* w, const uint8_t* xs, f
   }
 }
 
+// FP8 y[rows of this block] = x @ w^T on the tensor cores (mma.m16n8k16, f16 in, f32 sums). Why: decoding FP8 to
+// f32 for FMAs cost ~4 instructions per weight and those phases ran consumer-bound at 3.0-3.5 TB/s.
+// Fragments (as skinny_gemm_mma.cu, with one activation row): A is a tile of 16 weight rows, B is x^T. Lane (g, t)
+// takes columns k = 16t + 64j (16 of them) of rows g and g + 8; its quad q (columns 4q..4q+3 of the 16) is one
+// MMA's k slice (the k order inside an MMA is free as long as A and B agree): A's k 2t, 2t+1 hold columns 4q, 4q+1
+// and k 2t+8, 2t+9 hold 4q+2, 4q+3, so each cvt.e4m3x2 result is an A register as it is; B's registers are x's
+// f16 pairs of the same columns, two consecutive words of one 16-byte load (B's columns 1-7, other activation
+// rows, are don't-cares: every lane loads x). Per 16 weights a lane issues 1/2 + 1/2 + ~1 shared loads, 8
+// conversions and 2 MMAs, with no register moves or selects. D's column 0 is the output: lane (g, 0) holds rows
+// g and g + 8. x is staged as f16 times a power of two (xinv undoes it; see stage_norm) and e4m3 converts to f16
+// exactly, so the products are exact and only the order of the f32 sums differs from the per-op GEMM.
+// Work: the 12 warps are 3 groups of 4; group G takes tiles G, G + 3, ..., and its warp s a quarter of every
+// piece's columns (4 steps of 64 at the 8B shape), so 3 chunks are in work at once, each done in ~1/4 of a warp's
+// time. Pieces are whole 128-column blocks (the weights' widths are multiples of 128), so every step is full.
+// The quarters' sums meet in `part` (double-buffered by GEMM parity: no block barrier between gate and up) in a
+// fixed order after a group barrier, so the result does not depend on timing.
 template <class O>
 __device__ void gemm_tiles(const Params& p, const Mat& m, const float* ws, int ws_stride, const uint8_t* ring,
                            uint64_t* full, uint64_t* empty, volatile unsigned* issued, volatile unsigned* done,
@@ -79,15 +79,15 @@ __device__ void gemm_tiles(const Params& p, const Mat& m, const float* ws, int w
       const uint8_t* xr = reinterpret_cast<const uint8_t*>(x + k0);
       if (ke - s * qw == qw) {
         // A whole quarter (every piece of the 8B shape's matrices): its four steps' addresses are the two
-        // per-thread offsets plus constants (full_step).
+        // per-thread offsets plus constants (tile_step).
 #pragma unroll
         for (int j = 0; j < kSteps; j++)
-          full_step(wr + (j & 1 ? ob : oa) + (j >> 1) * kLineRows, xr + 2 * (s * qw + 16 * t) + 128 * j, d);
+          tile_step(wr + (j & 1 ? ob : oa) + (j >> 1) * kLineRows, xr + 2 * (s * qw + 16 * t) + 128 * j, d);
       } else {
         // Unrolled twice; loading 2-4 steps into arrays before any MMA spilled at the 128-register cap.
 #pragma unroll 2
         for (int k = s * qw + 16 * t; k < ke; k += 64)
-          full_step(wr + tile_offset(pr, k), xr + 2 * k, d);
+          tile_step(wr + tile_offset(pr, k), xr + 2 * k, d);
       }
       release_slot(done, empty, slot, kTileQuarters);
     }
