@@ -261,6 +261,14 @@ std::vector<OpCase> cases() {
       c.test = [=](const Ctx& ctx) { return test_case(ctx, dt, s); };
       out.push_back(c);
     }
+  // Groups of whole 32-channel GPU blocks (D = 64 in two groups, 96 in one: the other cases have one partial block
+  // per group), 16-bit rows of 16-byte packs, a partial last tile (1000, 520 steps), with and without z.
+  for (DType dt : {DType::bf16, DType::f16})
+    for (const S& s : {S{2, 64, 1000, 16, 2, true, true, true, true}, S{1, 96, 520, 16, 1, false, true, false, true}}) {
+      OpCase c{"selective_scan", scan_id("selective_scan", dt, s)};
+      c.test = [=](const Ctx& ctx) { return test_case(ctx, dt, s); };
+      out.push_back(c);
+    }
   {
     const S s{1, 5, 300, 16, 1, true, true, true, true};
     OpCase c{"selective_scan", scan_id("selective_scan", DType::bf16, s) + " states at +4 bytes"};
@@ -268,10 +276,11 @@ std::vector<OpCase> cases() {
     out.push_back(c);
   }
   // dz and out in (D, B, L) order: the GPU's 16-state kernel (N <= 16, with a partial 16-byte pack at L = 1001),
-  // its warp kernel (N = 32) and the CPU.
+  // its warp kernel (N = 32) and the CPU; D = 64: two whole blocks of channels.
   for (DType dt : {DType::f32, DType::bf16})
     for (const S& s : {S{2, 3, 7, 4, 1, true, true, true, true}, S{3, 5, 1000, 16, 1, true, true, true, true},
-                       S{2, 4, 1001, 16, 2, true, false, true, true}, S{2, 3, 300, 32, 1, true, true, true, true}}) {
+                       S{2, 4, 1001, 16, 2, true, false, true, true}, S{2, 3, 300, 32, 1, true, true, true, true},
+                       S{2, 64, 264, 16, 1, true, true, true, true}}) {
       OpCase c{"selective_scan", scan_id("selective_scan", dt, s) + " dz, out in (D, B, L) order"};
       c.test = [=](const Ctx& ctx) { return test_case(ctx, dt, s, false, /*dbl=*/true); };
       out.push_back(c);
