@@ -55,12 +55,13 @@ __device__ void gemm_tiles(const Params& p, const Mat& m, const float* ws, int w
   // The MMA's rows g and g + 8 are the tile's rows pr and pr + 8, pr = g / 2 + 4 (g % 2): a quarter-warp's two g
   // then read rows 4 apart, whose 128-byte swizzles (row % 8) put their 64 bytes on disjoint banks.
   const int pr = (g >> 1) | ((g & 1) << 2);
-  // A whole quarter's steps j = 0..3 read columns k = s qw + 16 t + 64 j: line 2 s + j / 2, swizzle chunk
+  constexpr int qw = kTileK / kTileQuarters;  // columns per quarter
+  // A whole quarter's steps j read columns k = s qw + 16 t + 64 j: line s qw / 128 + j / 2, swizzle chunk
   // (t + 4 (j % 2)) ^ (pr % 8) (tile_offset), so at oa + (j / 2) kLineRows (j even) or ob + the same (j odd).
-  constexpr int kSteps = kTileK / kTileQuarters / 64, kLineRows = kTileRows * 128;
-  const int oa = tile_offset(pr, s * (kTileK / kTileQuarters) + 16 * t), ob = oa ^ 64;
+  static_assert(qw % 128 == 0, "a quarter is whole 128-byte lines");
+  constexpr int kSteps = qw / 64, kLineRows = kTileRows * 128;
+  const int oa = tile_offset(pr, s * qw + 16 * t), ob = oa ^ 64;
   const Plan pl = plan_of<1>(m);
-  constexpr int qw = kTileK / kTileQuarters;  // columns per quarter (a multiple of 64)
   const int rows = pl.r1 - pl.r0;
   // Group (g0 + u) % 3 takes tile u whole (g0 carries the rotation from gate into up: 7 + 7 tiles are 5, 5, 4 per
   // group, not 6, 4, 4). With fewer tiles than groups (o and down at the 8B shape: 31 rows, 2 tiles; one group per
