@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <string>
 
 #include "backends/backend.h"
 #include "io/hf_config.h"
@@ -99,14 +100,26 @@ std::unique_ptr<LlamaModel> fp8_model(const LlamaConfig& c, uint64_t seed) {
   return q;
 }
 
+// FP8 weights reach the ring pre-tiled (one linear copy per chunk) or, with ANVIL_DECODE_STACK_TILES=0, through
+// tensor maps: both are compared.
+void compare_both_ways(LlamaModel& m, int prompt, const char* what) {
+  compare(m, prompt, what);
+  setenv("ANVIL_DECODE_STACK_TILES", "0", 1);
+  compare(m, prompt, (std::string(what) + ", tensor maps").c_str());
+  unsetenv("ANVIL_DECODE_STACK_TILES");
+}
+
 TEST(DecodeStack, MatchesPerOpStepFp8) {
   if (!gpu_available()) GTEST_SKIP() << "no GPU";
-  compare(*fp8_model(small_config(8, 2, 128), 9), 70, "e4m3fn HD 128 GQA 4");
+  auto m = fp8_model(small_config(8, 2, 128), 9);
+  compare_both_ways(*m, 70, "e4m3fn HD 128 GQA 4");
+  // A later plan of the same model reads the pre-tiled copy the first one made (DecodeStack's shared_tiles).
+  compare(*m, 3, "e4m3fn HD 128 GQA 4, the model's tile copy again");
   // FP8 tiles are 16 rows x 1024 columns: widths 640 and 1152 leave the tile's last blocks out of the weight (they
   // arrive as zeros, and the lanes past the width read zero x), and 640 rows over the grid leave partial tiles.
   LlamaConfig c = small_config(8, 2, 64);
   c.hidden_size = 640, c.intermediate_size = 1152;
-  compare(*fp8_model(c, 10), 9, "e4m3fn C 640 H 1152");
+  compare_both_ways(*fp8_model(c, 10), 9, "e4m3fn C 640 H 1152");
 }
 
 // The 8B layer in FP8: 7 pieces per down row, 6 and 14 tiles per block in q|k|v and gate.
@@ -114,7 +127,7 @@ TEST(DecodeStack, MatchesPerOpStep8BLayerFp8) {
   if (!gpu_available()) GTEST_SKIP() << "no GPU";
   LlamaConfig c = small_config(32, 8, 128);
   c.hidden_size = 4096, c.intermediate_size = 14336, c.num_hidden_layers = 2, c.initializer_range = 0.02;
-  compare(*fp8_model(c, 14), 3, "e4m3fn 8B layer shape");
+  compare_both_ways(*fp8_model(c, 14), 3, "e4m3fn 8B layer shape");
 }
 
 }  // namespace

@@ -67,7 +67,8 @@ std::string decode_stack_unsupported(const DecodeStackShape& s, const std::vecto
 }
 
 #ifndef ANVIL_HAS_GPU
-DecodeStack::DecodeStack(const DecodeStackShape& s, const std::vector<DecodeStackLayer>& layers, const Tensor&) {
+DecodeStack::DecodeStack(const DecodeStackShape& s, const std::vector<DecodeStackLayer>& layers, const Tensor&,
+                         Tensor*) {
   const std::string why = decode_stack_unsupported(s, layers);  // never empty here: no GPU tensors exist
   ANVIL_THROW("decode_stack", "a model decode_stack supports", why);
 }

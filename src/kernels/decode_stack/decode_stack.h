@@ -29,7 +29,8 @@
 // Where it runs: a CUDA device with bulk copies (sm_90+), batch 1, HD in {32, 64, 128}, NH / NKV in {1, 2, 4, 8},
 //          rows of 16-byte multiples, and enough shared memory for the ring; decode_stack_unsupported() names
 //          what is missing and the model runs its per-op step instead. ANVIL_DECODE_STACK=0 turns it off;
-//          ANVIL_DECODE_STACK_L2=normal copies the weights without the L2 evict-first hint.
+//          ANVIL_DECODE_STACK_L2=normal copies the weights without the L2 evict-first hint;
+//          ANVIL_DECODE_STACK_TILES=0/1 never/always pre-tiles FP8 weights (default: when device memory allows).
 // Concurrency: one call at a time per device (its grid barrier and ticket counters live in the plan's scratch).
 #pragma once
 #include <string>
@@ -61,9 +62,15 @@ std::string decode_stack_unsupported(const DecodeStackShape& s, const std::vecto
 // inference state (the cache addresses are baked in), so a captured decode step replays it.
 class DecodeStack {
  public:
-  DecodeStack(const DecodeStackShape& s, const std::vector<DecodeStackLayer>& layers, const Tensor& inv_freq);
+  // FP8 weights are also copied pre-tiled for the kernel's linear copies (decode_stack.cu, pretile), so a plan
+  // sees the weights as they were when it was built. shared_tiles, when given, holds the model's copy for all its
+  // plans: used when defined, else set to the one this plan makes.
+  DecodeStack(const DecodeStackShape& s, const std::vector<DecodeStackLayer>& layers, const Tensor& inv_freq,
+              Tensor* shared_tiles = nullptr);
   // Runs every layer for the token at position start[0]; see the contract above. Launches only (capturable).
   void run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branch) const;
+  // Bytes of the pre-tiled FP8 copy this plan reads (0: none; the weights go through tensor maps).
+  int64_t pretiled_bytes() const { return tiles_.defined() ? tiles_.numel() : 0; }
 
  private:
   DecodeStackShape s_;
@@ -77,6 +84,7 @@ class DecodeStack {
   Tensor counters_; // i32: [0] blocks done, [1, 1 + NKV) attention tickets, [1 + NKV] launch generation,
                     // then the hand-offs' arrival counts (decode_stack_gpu.cuh)
   Tensor tmaps_;    // FP8: the weights' tile maps (decode_stack.cu), 128 B per weight
+  Tensor tiles_;    // FP8: the weights pre-tiled for linear copies, or undefined (decode_stack.cu, pretile)
   Tensor inv_freq_;
 };
 

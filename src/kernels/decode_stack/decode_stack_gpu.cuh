@@ -1,13 +1,16 @@
 // Shared pieces of the decode_stack kernel (decode_stack.cu), its attention phase (decode_stack_attention.cuh) and
-// its FP8 GEMM (decode_stack_tiles.cuh): the block shape, the per-layer table and parameters, the chunk schedule
-// and the consumer warps' barriers. The ring itself (tile layout, bounded waits) is backends/gpu/weight_ring.cuh.
+// its FP8 GEMM (decode_stack_tiles.cuh): the block shape, the per-layer table and parameters, the chunk schedule,
+// the layout of the pre-tiled FP8 weights (decode_stack_pretile.cu) and the consumer warps' barriers. The ring
+// itself (tile layout, bounded waits) is backends/gpu/weight_ring.cuh.
 // CUDA only (bulk copies): included where ANVIL_HAS_BULK_COPY is set.
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <vector>
 
 #include "backends/gpu/common.cuh"
 #include "backends/gpu/weight_ring.cuh"
+#include "kernels/decode_stack/decode_stack.h"
 #include "kernels/decode_stack/decode_stack_tags.h"
 
 #ifdef ANVIL_HAS_BULK_COPY
@@ -46,6 +49,7 @@ struct Layer {
   const bf16* post_norm;
   float in_gmax, post_gmax;  // max |gamma| of each norm (FP8: x's f16 staging scale)
   const void* tmap[4];    // FP8: tensor maps of w[0..3] (tiles of kTileRows x kTileK), or nullptr
+  const uint8_t* tiled[5];  // FP8: the stream's five matrices (mat_of) pre-tiled (pretiled_chunk), or nullptr
   bf16* kc;               // (Tmax, NKV, HD)
   bf16* vc;
 };
@@ -103,7 +107,7 @@ __device__ __forceinline__ bool has_tag(uint4 v, uint32_t tag) {
 __device__ __forceinline__ uint2 untag4(uint4 v) {
   return make_uint2((v.x & 0xffffu) | (v.y << 16), (v.z & 0xffffu) | (v.w << 16));
 }
-__device__ __noinline__ void tag_wait_failed(uint32_t tag, uint32_t word) {
+static __device__ __noinline__ void tag_wait_failed(uint32_t tag, uint32_t word) {
   wait_failed("a tagged activation (tag, word)", tag, word);
 }
 // Polling: a thread issues the loads of all the words it needs, then re-issues every load whose tag is not yet the
@@ -190,6 +194,7 @@ struct Mat {
 // The five matrices of a layer in stream order: q|k|v, o, gate, up (the two halves of the stacked gate|up weight,
 // so a block owns the same rows of both and applies SwiGLU to its own outputs), down.
 constexpr int kMats = 5;
+static_assert(sizeof(Layer::tiled) / sizeof(Layer::tiled[0]) == kMats, "a pre-tiled copy per matrix of the stream");
 template <int ES>
 __device__ __forceinline__ Mat mat_of(const Params& p, const Layer& ly, int m) {
   switch (m) {
@@ -200,6 +205,8 @@ __device__ __forceinline__ Mat mat_of(const Params& p, const Layer& ly, int m) {
     default: return {ly.w[3], p.C, p.H, ly.tmap[3], 0};
   }
 }
+// Block b's rows of a matrix of N rows start at share_start(N, b, grid).
+__host__ __device__ inline int share_start(int N, int b, int grid) { return int(int64_t(N) * b / grid); }
 // The block's rows [r0, r1) of a matrix, cut into units of rpc whole rows (a row fits a chunk) or of one row in
 // ppr pieces of pe elements (it does not: down's 14336-wide bf16 rows are two 14 KB pieces).
 struct Plan {
@@ -210,8 +217,8 @@ struct Plan {
 template <int ES>
 __device__ __forceinline__ Plan plan_of(const Mat& m) {
   Plan pl;
-  pl.r0 = int(int64_t(m.N) * blockIdx.x / gridDim.x);
-  pl.r1 = int(int64_t(m.N) * (blockIdx.x + 1) / gridDim.x);
+  pl.r0 = share_start(m.N, int(blockIdx.x), int(gridDim.x));
+  pl.r1 = share_start(m.N, int(blockIdx.x) + 1, int(gridDim.x));
   const int row_bytes = m.K * ES;
   if constexpr (ES == 1) {
     pl.rpc = kTileRows, pl.pe = kTileK;
@@ -230,6 +237,25 @@ __device__ __forceinline__ Plan plan_of(const Mat& m) {
   }
   return pl;
 }
+
+// ---- FP8 weights pre-tiled (decode_stack_pretile.cu) ----------------------------------------------------------
+// Through the tensor map, a tile is 16 runs of 1 KB, one per weight row (4-14 KB apart), and the copy engine moved
+// FP8 chunks slower than bf16's linear 16 KB: ~0.69 against ~0.57 µs per chunk per SM (docs/decode_kernels.md,
+// tenth round), so FP8's GEMM phases ran at ~4.0 TB/s where bf16's reach 4.7. Pre-tiled, block b's tile u, piece
+// i of a matrix (N rows, ppr pieces a row) is 16 KB chunk pretiled_chunk(N, ppr, grid, b, u, i) of its copy, laid
+// out as a ring slot holds it (tile_offset; rows past the block's share and columns past K are zeros), and one
+// linear bulk copy moves it. The cost is a second copy of the FP8 weights (~3% more than them: the shares round
+// up to whole tiles).
+__host__ __device__ inline int tiles_per_block(int N, int grid) {  // tiles of the largest share
+  return ((N + grid - 1) / grid + kTileRows - 1) / kTileRows;
+}
+__host__ __device__ inline int64_t pretiled_chunk(int N, int ppr, int grid, int b, int u, int i) {
+  return (int64_t(b) * tiles_per_block(N, grid) + u) * ppr + i;
+}
+// Bytes of the pre-tiled copy of one layer's five matrices; and host[l].tiled pointed at layer l's in `out`, with
+// the copy written there when `write` (launches on the current stream).
+int64_t pretiled_layer_bytes(const DecodeStackShape& s, int grid);
+void pretile_weights(const DecodeStackShape& s, int grid, std::vector<Layer>& host, uint8_t* out, bool write);
 
 // ---- consumer helpers --------------------------------------------------------------------------------------
 __device__ __forceinline__ void consumer_sync() { anvil_bar_sync(kBarConsumers, kConsumers); }

@@ -97,6 +97,7 @@ class LlamaModel final : public CausalLM {
   Param* final_norm_ = nullptr;
   Param* lm_head_ = nullptr;  // == embed_ when tied
   Tensor inv_freq_;           // (HD/2) f32 on device
+  Tensor stack_tiles_;        // FP8: decode_stack's pre-tiled weights, made at the first plan, shared by the rest
 };
 
 }  // namespace anvil

@@ -273,12 +273,17 @@ void LlamaModel::step(InferState& st_base, const Tensor& ids_in, Tensor& logits)
                         ly.post_norm->weight, st.k_cache[l], st.v_cache[l]});
         }
         st.stack_why = dtype_ == DType::bf16 ? decode_stack_unsupported(sh, ls) : "bf16 activations";
-        if (st.stack_why.empty()) st.stack = std::make_unique<DecodeStack>(sh, ls, inv_freq_);
+        if (st.stack_why.empty()) st.stack = std::make_unique<DecodeStack>(sh, ls, inv_freq_, &stack_tiles_);
       } else {
         st.stack_why = "batch 1";
       }
-      st.decode_path = st.stack ? "every layer in one persistent launch (decode_stack)"
-                                : "one kernel per op (decode_stack needs " + st.stack_why + ")";
+      if (!st.stack)
+        st.decode_path = "one kernel per op (decode_stack needs " + st.stack_why + ")";
+      else if (st.stack->pretiled_bytes() > 0)
+        st.decode_path = str("every layer in one persistent launch (decode_stack; FP8 weights also pre-tiled, ",
+                             st.stack->pretiled_bytes() / 1000000, " MB)");
+      else
+        st.decode_path = "every layer in one persistent launch (decode_stack)";
     }
     StepBuffers& bufs = st.dec;
     auto kernels = [&] {
