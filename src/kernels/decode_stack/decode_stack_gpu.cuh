@@ -11,6 +11,7 @@
 #include "backends/gpu/common.cuh"
 #include "backends/gpu/weight_ring.cuh"
 #include "kernels/decode_stack/decode_stack.h"
+#include "kernels/decode_stack/decode_stack_layout.h"
 #include "kernels/decode_stack/decode_stack_tags.h"
 
 #ifdef ANVIL_HAS_BULK_COPY
@@ -22,6 +23,9 @@ using gpu::ring::release_slot;
 using gpu::ring::tile_offset;
 using gpu::ring::wait_chunk;
 using gpu::ring::wait_failed;
+using decode_stack_layout::pretiled_chunk;
+using decode_stack_layout::share_start;
+using decode_stack_layout::tiles_per_block;
 
 constexpr int kW = gpu::kWarpSize;
 constexpr int kWarps = 12;                        // consumer warps
@@ -40,6 +44,8 @@ constexpr int kTileK = gpu::ring::kTileBytes;     // 1024 FP8 columns: 8 blocks 
 constexpr int kTileQuarters = 4;                  // warps per tile, each a quarter of every piece's columns
 constexpr int kTileGroups = kWarps / kTileQuarters;
 static_assert(kWarps % kTileQuarters == 0, "FP8 tile groups");
+static_assert(kTileRows == decode_stack_layout::kTileRows && kTileK == decode_stack_layout::kTileCols,
+              "the pre-tiled copy's tiles are the ring's");
 
 struct Layer {
   const uint8_t* w[4];    // q|k|v (QD + 2 KVD, C), o (C, QD), gate|up (2H, C), down (C, H)
@@ -205,8 +211,6 @@ __device__ __forceinline__ Mat mat_of(const Params& p, const Layer& ly, int m) {
     default: return {ly.w[3], p.C, p.H, ly.tmap[3], 0};
   }
 }
-// Block b's rows of a matrix of N rows start at share_start(N, b, grid).
-__host__ __device__ inline int share_start(int N, int b, int grid) { return int(int64_t(N) * b / grid); }
 // The block's rows [r0, r1) of a matrix, cut into units of rpc whole rows (a row fits a chunk) or of one row in
 // ppr pieces of pe elements (it does not: down's 14336-wide bf16 rows are two 14 KB pieces).
 struct Plan {
@@ -222,7 +226,7 @@ __device__ __forceinline__ Plan plan_of(const Mat& m) {
   const int row_bytes = m.K * ES;
   if constexpr (ES == 1) {
     pl.rpc = kTileRows, pl.pe = kTileK;
-    pl.ppr = (m.K + kTileK - 1) / kTileK;
+    pl.ppr = decode_stack_layout::pieces_per_row(m.K);
     pl.units = (pl.r1 - pl.r0 + kTileRows - 1) / kTileRows;
   } else if (row_bytes <= kChunk) {
     pl.rpc = kChunk / row_bytes, pl.ppr = 1, pl.pe = m.K;
@@ -245,13 +249,7 @@ __device__ __forceinline__ Plan plan_of(const Mat& m) {
 // i of a matrix (N rows, ppr pieces a row) is 16 KB chunk pretiled_chunk(N, ppr, grid, b, u, i) of its copy, laid
 // out as a ring slot holds it (tile_offset; rows past the block's share and columns past K are zeros), and one
 // linear bulk copy moves it. The cost is a second copy of the FP8 weights (~3% more than them: the shares round
-// up to whole tiles).
-__host__ __device__ inline int tiles_per_block(int N, int grid) {  // tiles of the largest share
-  return ((N + grid - 1) / grid + kTileRows - 1) / kTileRows;
-}
-__host__ __device__ inline int64_t pretiled_chunk(int N, int ppr, int grid, int b, int u, int i) {
-  return (int64_t(b) * tiles_per_block(N, grid) + u) * ppr + i;
-}
+// up to whole tiles). The indexing is decode_stack_layout.h's.
 // Bytes of the pre-tiled copy of one layer's five matrices; and host[l].tiled pointed at layer l's in `out`, with
 // the copy written there when `write` (launches on the current stream).
 int64_t pretiled_layer_bytes(const DecodeStackShape& s, int grid);

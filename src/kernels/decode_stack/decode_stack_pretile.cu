@@ -36,7 +36,7 @@ void mat_dims(const DecodeStackShape& s, int64_t (&N)[kMats], int64_t (&K)[kMats
   for (int m = 0; m < kMats; m++) N[m] = n[m], K[m] = k[m];
 }
 int64_t mat_bytes(int64_t N, int64_t K, int grid) {
-  return int64_t(grid) * tiles_per_block(int(N), grid) * ((K + kTileK - 1) / kTileK) * kChunk;
+  return int64_t(grid) * tiles_per_block(int(N), grid) * decode_stack_layout::pieces_per_row(int(K)) * kChunk;
 }
 
 }  // namespace
@@ -57,7 +57,7 @@ void pretile_weights(const DecodeStackShape& s, int grid, std::vector<Layer>& ho
     const uint8_t* src[kMats] = {h.w[0], h.w[1], h.w[2], h.w[2] + s.H * s.C, h.w[3]};  // up: gate|up's second half
     uint8_t* dst = out + int64_t(l) * layer_bytes;
     for (int m = 0; m < kMats; m++) {
-      const int ppr = int((K[m] + kTileK - 1) / kTileK);
+      const int ppr = decode_stack_layout::pieces_per_row(int(K[m]));
       const int64_t chunks = int64_t(grid) * tiles_per_block(int(N[m]), grid) * ppr;
       if (write) {
         pretile_kernel<<<unsigned(chunks), 256, 0, gpu::stream()>>>(src[m], int(N[m]), int(K[m]), grid, ppr, dst);
