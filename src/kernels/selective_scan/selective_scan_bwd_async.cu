@@ -12,23 +12,19 @@
 // Every 4 steps the same 128 threads turn into reducers: thread (s, n, dB|dC) sums 32 channels, thread
 // (channel, s) finishes du, ddelta, dz of one step.
 //
-// Its first version (variant 1, removed: 2.74 ms at bf16 B=4 D=5120 N=16 L=2048 against 2.35 ms for the warp
-// kernel) was profiled on the H200 (Nsight Compute: 855 M warp instructions but 7.7 cycles per issued
-// instruction, 0.43 eligible warps per scheduler, 34% of stalls on L1TEX). What this file changes, and which
-// profile line it answers:
+// Variant 1 (removed: 2.74 ms at bf16 B=4 D=5120 N=16 L=2048, against 2.35 for the warp kernel) profiled on the
+// H200 at 7.7 cycles per issued instruction, 0.43 eligible warps per scheduler, 34% of stalls on L1TEX. What this
+// file changes, and which profile line it answers:
 //   1. The next tile is copied global -> shared with cp.async (anvil_cp_async16) into a raw tile in the I/O
 //      dtype, instead of being held in registers across the compute: variant 1 spilled those packs (116 B per
 //      thread, 9.8 M local-memory requests using 1 of 32 bytes per sector). HIP: plain copies (vendor/hip.h).
-//   2. The raw tile is then unpacked into the f32 tiles by a conflict-free mapping: a warp converts 32
-//      consecutive steps of one channel (consecutive float4 / float2 stores), and Bm/Cm go [n][t] -> [t][n] with
-//      consecutive [t][n] stores. Variant 1 stored straight from its (channel, pack) registers: a 6.1-way bank
-//      conflict, 59.8 M conflicts, 44% of all shared-store wavefronts.
-//   3. du, ddelta, dz of a (channel, step) go back into that step's slot of the staged tile (the slot is dead
-//      once the step's reduction round has read it) and leave at the end of the tile as 16-byte packs, a warp
-//      writing 8 channel rows x 64 B = whole sectors. Variant 1 wrote them as scalar 2-byte stores from the
-//      reducers: 9.7 of 32 bytes used per sector.
-//   4. The tile's saved state is loaded before the staging barrier, so its latency hides under the staging
-//      instead of stalling the tile forward.
+//   2. The raw tile is unpacked into the f32 tiles conflict-free: a warp converts 32 consecutive steps of one
+//      channel, and Bm/Cm go [n][t] -> [t][n] with consecutive [t][n] stores (variant 1 stored from its (channel,
+//      pack) registers: 6.1-way bank conflicts, 44% of all shared-store wavefronts).
+//   3. du, ddelta, dz of a (channel, step) go back into that step's slot of the staged tile (dead once the step's
+//      reduction round has read it) and leave at the tile's end as 16-byte packs, whole sectors (variant 1: scalar
+//      2-byte stores from the reducers, 9.7 of 32 bytes used per sector).
+//   4. The tile's saved state is loaded before the staging barrier: its latency hides under the staging.
 // The arithmetic (the adjoint per (step, state): G = C dy + q, dC <- dy h, dB <- G dt u,
 // gB += G B, q = a G, w = q h_{t-1}, dtw += A w, dA += w dt; dB/dC summed over the block's 32 channels in shared
 // memory, then one f32 atomic per (block, step, state)). docs/mamba_kernels.md has the counts and the prediction.
