@@ -49,6 +49,7 @@
 #include "backends/gpu/common.cuh"
 #include "kernels/decode_stack/decode_stack.h"
 #include "kernels/decode_stack/decode_stack_attention.cuh"
+#include "kernels/decode_stack/decode_stack_chunk_trace.cuh"
 #include "kernels/decode_stack/decode_stack_gpu.cuh"
 #include "kernels/decode_stack/decode_stack_tiles.cuh"
 #include "kernels/elementwise/elementwise.h"
@@ -72,6 +73,12 @@ const char* const kStampNames[kStamps] = {
     "down: last warp"};
 
 // ---- producer ----------------------------------------------------------------------------------------------
+// Its path per chunk paces each SM. FP8, H200, 8B shape (chunk timelines, docs/decode_kernels.md, seventeenth
+// round): ~0.51 µs a chunk in the GEMM phases, 0.13 of it the reload of ly.tiled[mi] after the barrier wait (a global
+// load that queues behind this SM's copies) and the division in pretiled_chunk; that is 32 GB/s per SM, the SM's
+// share of the 4.2 TB/s copy rate. Faster producers (the pointer and the base hoisted out of the chunk loop: 0.38 µs
+// a chunk; slot and use stepped as well) measured 2.7% and 5.5% slower: the SMs then compete for HBM, the blocks'
+// gate|up phases spread from 27.2-28.2 to 23.8-26.0 µs, and every hand-off waits for the slowest block.
 template <int ES>
 __device__ void produce(const Params& p, uint8_t* ring, uint64_t* full, uint64_t* empty, volatile unsigned* issued,
                         volatile unsigned* opened) {
@@ -91,7 +98,9 @@ __device__ void produce(const Params& p, uint8_t* ring, uint64_t* full, uint64_t
           const int k0 = i * pl.pe, kn = pl.ppr == 1 ? m.K * nr : min(pl.pe, m.K - k0);
           const unsigned slot = c % unsigned(p.slots), use = c / unsigned(p.slots);
           // A tile (FP8) is a whole chunk: out-of-range rows and blocks arrive as zeros.
+          chunk_trace::stamp(c, 0);
           gpu::ring::claim_slot(full, empty, slot, use, ES == 1 ? unsigned(kChunk) : unsigned(kn * ES), c);
+          chunk_trace::stamp(c, 1);
           uint8_t* dst = ring + size_t(slot) * kChunk;
           if (ES == 1 && ly.tiled[mi]) {  // a pre-tiled chunk: 16 KB at one address
             const uint8_t* src =
@@ -110,6 +119,7 @@ __device__ void produce(const Params& p, uint8_t* ring, uint64_t* full, uint64_t
             else anvil_bulk_copy_g2s(dst, src, unsigned(kn * ES), &full[slot]);
           }
           issued[slot] = use;
+          chunk_trace::stamp(c, 2);
         }
       }
     }
@@ -154,10 +164,13 @@ __device__ void gemm_rows(const Params& p, const Mat& m, const uint8_t* ring, ui
     for (int i = warp; i < pl.r1 - pl.r0; i += kWarps) {
       const int u = i / pl.rpc, nr = min(pl.rpc, pl.r1 - pl.r0 - u * pl.rpc);
       const unsigned cc = c + unsigned(u), slot = cc % unsigned(p.slots);
+      if (i % pl.rpc == 0 && lane == 0) chunk_trace::stamp(cc, 3);
       wait_chunk(issued, full, slot, cc / unsigned(p.slots), cc);
+      if (i % pl.rpc == 0 && lane == 0) chunk_trace::stamp(cc, 4);
       const uint8_t* wb = ring + size_t(slot) * kChunk + size_t(i % pl.rpc) * m.K * ES;
       finish(pl.r0 + i, dot(wb, x, m.K, lane));
       __syncwarp();
+      if (lane == 0) chunk_trace::stamp_last(cc, 5);
       if (lane == 0 && atomicAdd(const_cast<unsigned*>(&done[slot]), 1u) == unsigned(nr - 1)) {
         done[slot] = 0;  // before the release: the slot's next rows count from zero
         anvil_mbar_arrive(&empty[slot]);
@@ -169,10 +182,13 @@ __device__ void gemm_rows(const Params& p, const Mat& m, const uint8_t* ring, ui
     float acc = 0.f;
     for (int i = 0; i < pl.ppr; i++) {
       const unsigned cc = c + unsigned(u * pl.ppr + i), slot = cc % unsigned(p.slots);
+      if (lane == 0) chunk_trace::stamp(cc, 3);
       wait_chunk(issued, full, slot, cc / unsigned(p.slots), cc);
+      if (lane == 0) chunk_trace::stamp(cc, 4);
       const int k0 = i * pl.pe;
       acc += dot(ring + size_t(slot) * kChunk, x + k0, min(pl.pe, m.K - k0), lane);
       __syncwarp();
+      if (lane == 0) chunk_trace::stamp_last(cc, 5);
       if (lane == 0) anvil_mbar_arrive(&empty[slot]);
     }
     finish(pl.r0 + u, acc);
@@ -722,7 +738,9 @@ void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branc
     ev[0] = gpu::event_create(), ev[1] = gpu::event_create();
     gpu::event_record(ev[0], gpu::current_stream());
   }
+  chunk_trace::begin();
   ANVIL_GPU_CHECK(gpu::vendor::launch_cooperative(k, dim3(unsigned(cus)), dim3(kThreads), smem, gpu::stream(), p));
+  chunk_trace::end(cus);
   if (trace.defined()) {
     gpu::event_record(ev[1], gpu::current_stream());
     Tensor host = trace.to(Device::cpu());

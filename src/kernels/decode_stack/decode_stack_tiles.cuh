@@ -2,6 +2,7 @@
 // ring, m16n8k16 MMAs, and the quarter-warp groups' sums. CUDA only (bulk copies, tensor maps): included where
 // ANVIL_HAS_BULK_COPY is set.
 #pragma once
+#include "kernels/decode_stack/decode_stack_chunk_trace.cuh"
 #include "kernels/decode_stack/decode_stack_gpu.cuh"
 
 #ifdef ANVIL_HAS_BULK_COPY
@@ -74,7 +75,9 @@ __device__ void gemm_tiles(const Params& p, const Mat& m, const float* ws, int w
     float d[4][4] = {};  // one accumulator per quad: 4 independent MMA chains
     for (int i = ia; i < ib; i++) {
       const unsigned cc = c + unsigned(u * pl.ppr + i), slot = cc % unsigned(p.slots);
+      if (s == 0 && lane == 0) chunk_trace::stamp(cc, 3);
       wait_chunk(issued, full, slot, cc / unsigned(p.slots), cc);
+      if (s == 0 && lane == 0) chunk_trace::stamp(cc, 4);
       const int k0 = i * pl.pe, ke = min(min(pl.pe, m.K - k0), (s + 1) * qw);
       const uint8_t* wr = ring + size_t(slot) * kChunk;
       const uint8_t* xr = reinterpret_cast<const uint8_t*>(x + k0);
@@ -90,6 +93,7 @@ __device__ void gemm_tiles(const Params& p, const Mat& m, const float* ws, int w
         for (int k = s * qw + 16 * t; k < ke; k += 64)
           tile_step(wr + tile_offset(pr, k), xr + 2 * k, d);
       }
+      if (lane == 0) chunk_trace::stamp_last(cc, 5);
       release_slot(done, empty, slot, kTileQuarters);
     }
     const int row = u * kTileRows + pr;  // within the block's rows; and row + 8
