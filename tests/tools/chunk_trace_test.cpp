@@ -8,13 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "../io/io_test_util.h"
-#include "../io/tokenizer_test_util.h"
+#include "tool_test_util.h"
 
 namespace anvil::test {
 namespace {
 
-bool has_numpy() { return std::system("python3 -c 'import numpy' >/dev/null 2>&1") == 0; }
+bool has_numpy() { return python_has("numpy"); }
 
 // Two blocks of 1024 chunks at a 1 GHz clock (1 cycle = 1 ns). Block 0's producer starts waiting for chunk j's
 // slot at 1000 + 1000 j, has it 100 ns later and issues the copy 200 ns after that; the consumer starts waiting
@@ -39,9 +38,7 @@ std::string trace(const TempDir& dir) {
   return path;
 }
 
-std::string summary(const std::string& args) {
-  return tok_test::run_command(str("python3 ", ANVIL_SOURCE_DIR, "/tools/chunk_trace.py ", args, " 2>&1"));
-}
+std::string summary(const std::string& args) { return tool_output("chunk_trace.py", args); }
 
 TEST(ChunkTrace, ProducerCopiesConsumersAndPhaseSpread) {
   if (!has_numpy()) GTEST_SKIP() << "python3 with numpy not found";
@@ -74,11 +71,7 @@ TEST(ChunkTrace, RejectsAFileThatIsNotATrace) {
   TempDir dir;
   const std::string path = dir.file("other.bin");
   std::ofstream(path) << "not a trace\n";
-  const int status = run_status(str("python3 ", ANVIL_SOURCE_DIR, "/tools/chunk_trace.py ", path, " >",
-                                    dir.file("out.txt"), " 2>&1"));
-  EXPECT_NE(status, 0);
-  std::ifstream in(dir.file("out.txt"));
-  const std::string msg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string msg = tool_refusal(dir, "chunk_trace.py", path);
   EXPECT_NE(msg.find("is not a chunk trace (expected the magic b'ANVILCT1' and a 48-byte header)"), std::string::npos)
       << msg;
 }

@@ -5,13 +5,12 @@
 #include <fstream>
 #include <string>
 
-#include "../io/io_test_util.h"
-#include "../io/tokenizer_test_util.h"
+#include "tool_test_util.h"
 
 namespace anvil::test {
 namespace {
 
-bool has_python() { return std::system("python3 -c 'import csv' >/dev/null 2>&1") == 0; }
+bool has_python() { return python_has("csv"); }
 
 // Four device operations (ns, one clock for host and device as CUPTI gives them): a kernel; a second one 1 us
 // later, whose launch had returned long before (a device-side gap); a copy 30 us after that, whose call returned
@@ -30,9 +29,7 @@ std::string timeline(const TempDir& dir) {
   return path;
 }
 
-std::string summary(const std::string& args) {
-  return tok_test::run_command(str("python3 ", ANVIL_SOURCE_DIR, "/tools/kernel_trace.py ", args, " 2>&1"));
-}
+std::string summary(const std::string& args) { return tool_output("kernel_trace.py", args); }
 
 TEST(KernelTrace, BusyIdleAndGapCauses) {
   if (!has_python()) GTEST_SKIP() << "python3 not found";
@@ -58,11 +55,7 @@ TEST(KernelTrace, RejectsAFileThatIsNotATrace) {
   TempDir dir;
   const std::string path = dir.file("other.csv");
   std::ofstream(path) << "a,b,c\n1,2,3\n";
-  const int status = run_status(str("python3 ", ANVIL_SOURCE_DIR, "/tools/kernel_trace.py ", path, " >",
-                                    dir.file("out.txt"), " 2>&1"));
-  EXPECT_NE(status, 0);
-  std::ifstream in(dir.file("out.txt"));
-  const std::string msg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string msg = tool_refusal(dir, "kernel_trace.py", path);
   EXPECT_NE(msg.find("expected a kernel_trace CSV (header 'kind,start_ns,...')"), std::string::npos) << msg;
 }
 
