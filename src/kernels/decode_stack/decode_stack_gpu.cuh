@@ -309,7 +309,9 @@ __device__ __forceinline__ void handoff_wait(const Params& p, int k, unsigned ta
 // chunks of a matrix that follows a hand-off, then waits until the block has staged that hand-off's input: the reads
 // go ahead of the rest, and the rest arrive while the staging and the GEMM's first chunks run. H200, 8B shape, 12
 // slots: holds of 6-8 chunks measured alike and best, bf16 4.096 -> 3.93 ms/token, FP8 2.89 -> 2.785 (fifteenth
-// round). The holds are numbered by hold_seq (decode_stack_tags.h).
+// round). The holds are numbered by hold_seq (decode_stack_tags.h). Using the wait to prefetch the chunks after
+// the hold into L2 (no data to the SM) measured slower, FP8 2.58 -> 2.66-2.73 ms/token: the hand-off's reads slow
+// down under any HBM traffic, and per-hand-off holds other than 8 did no better (seventeenth round).
 using decode_stack_tags::hold_seq;
 // The consumers' side: the block has staged the input of hand-off `seq` (thread 0, after the consumers' barrier).
 __device__ __forceinline__ void hold_open(volatile unsigned* opened, unsigned seq) {
