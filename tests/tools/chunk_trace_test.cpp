@@ -19,14 +19,16 @@ bool has_numpy() { return python_has("numpy"); }
 // slot at 1000 + 1000 j, has it 100 ns later and issues the copy 200 ns after that; the consumer starts waiting
 // 100 ns after the issue (even j) or 100 ns before it (odd j), sees the chunk 500 ns after the issue and releases
 // it 800 ns later. Block 1 runs the same schedule at half the speed (every stamp doubled).
-std::string trace(const TempDir& dir) {
+// Block 1 stops stamping after `last1` chunks (a shorter stream: the rest stay zero).
+std::string trace(const TempDir& dir, int last1 = 1024) {
   constexpr int64_t kBlocks = 2, kChunks = 1024, kFirst = 256, kEvents = 6, kKhz = 1000000;
   std::vector<uint64_t> s(kBlocks * kChunks * kEvents);
   for (int b = 0; b < kBlocks; b++) {
     for (int j = 0; j < kChunks; j++) {
       const uint64_t e0 = 1000 + 1000 * uint64_t(j), e2 = e0 + 300, e3 = j % 2 ? e2 - 100 : e2 + 100;
       const uint64_t ev[kEvents] = {e0, e0 + 100, e2, e3, e2 + 500, e2 + 1300};
-      for (int e = 0; e < kEvents; e++) s[(b * kChunks + j) * kEvents + e] = ev[e] * uint64_t(b + 1);
+      for (int e = 0; e < kEvents; e++)
+        s[(b * kChunks + j) * kEvents + e] = b == 1 && j >= last1 ? 0 : ev[e] * uint64_t(b + 1);
     }
   }
   int64_t head[6] = {0, kBlocks, kChunks, kFirst, kEvents, kKhz};
@@ -64,6 +66,17 @@ TEST(ChunkTrace, ProducerCopiesConsumersAndPhaseSpread) {
       << out;
   // Block 1's stamps from its own first one (2000 cycles): chunk 257's slot wait begins 2 µs in.
   EXPECT_NE(out.find("   257      2.00     2.20     2.60 |     2.40     3.60     5.20"), std::string::npos) << out;
+}
+
+TEST(ChunkTrace, ReadsTheChunksEveryBlockStamped) {
+  if (!has_numpy()) GTEST_SKIP() << "python3 with numpy not found";
+  TempDir dir;
+  // Block 1 stamped 1000 chunks: the summary covers those on both blocks, at the same rates.
+  const std::string out = summary(trace(dir, 1000));
+  EXPECT_NE(out.find("2 blocks x 1000 chunks; one chunk issued every 1.500 µs per block"), std::string::npos) << out;
+  // One chunk is not a rate: refused.
+  const std::string msg = tool_refusal(dir, "chunk_trace.py", trace(dir, 1));
+  EXPECT_NE(msg.find("has 1 chunk(s) that every block stamped, expected 2 or more"), std::string::npos) << msg;
 }
 
 TEST(ChunkTrace, RejectsAFileThatIsNotATrace) {
