@@ -73,16 +73,21 @@ const char* const kStampNames[kStamps] = {
     "down: last warp"};
 
 // ---- producer ----------------------------------------------------------------------------------------------
-// Its path per chunk paces each SM. FP8, H200, 8B shape (chunk timelines, docs/decode_kernels.md, seventeenth
-// round): ~0.51 µs a chunk in the GEMM phases, 0.13 of it the reload of ly.tiled[mi] after the barrier wait (a global
-// load that queues behind this SM's copies) and the division in pretiled_chunk; that is 32 GB/s per SM, the SM's
-// share of the 4.2 TB/s copy rate. Faster producers (the pointer and the base hoisted out of the chunk loop: 0.38 µs
-// a chunk; slot and use stepped as well) measured 2.7% and 5.5% slower: the SMs then compete for HBM, the blocks'
-// gate|up phases spread from 27.2-28.2 to 23.8-26.0 µs, and every hand-off waits for the slowest block.
+// Its pace sets each SM's share of HBM. FP8, H200, 8B shape (docs/decode_kernels.md, seventeenth and eighteenth
+// rounds): reloading ly.tiled[mi] per chunk (a global load queued behind the SM's copies) held the producer to ~0.51
+// µs a chunk, 32 GB/s per SM, below the 35 GB/s share of the 4.65 TB/s at which HBM streams reads
+// (bench/handoff_probe.cu). With the chunk's address stepped instead (~0.38 µs a chunk) it went 2.7% slower: slots
+// freed together were refilled back to back, the SMs' gate|up phases spread from 27.2-28.2 to 23.8-26.0 µs, and every
+// hand-off waits for the slowest block. So FP8 copies now leave at least p.pace SM cycles apart: 760 (0.38 µs at
+// 1.98 GHz, 43 GB/s a SM) spaces the bursts without holding the rate under the share. Generation loop, ms/token, pace
+// 0 / 560 / 640 / 720 / 760 / 800 / 840 cycles: 2.654 / 2.630 / 2.577 / 2.547 / 2.542 / 2.551 / 2.575, against
+// 2.582 for the reload; the layer 68.4 -> 67.2 µs (gate|up 27.9 -> 27.1). bf16 lost with any pace (3.868 -> 3.895 at
+// 700, 4.131 at 900), so its copies are not paced.
 template <int ES>
 __device__ void produce(const Params& p, uint8_t* ring, uint64_t* full, uint64_t* empty, volatile unsigned* issued,
                         volatile unsigned* opened) {
   unsigned c = 0;
+  long long last_issue = 0;
   const uint64_t policy = p.l2_first ? anvil_l2_evict_first() : 0;
   for (int l = 0; l < p.L; l++) {
     const Layer& ly = p.layers[l];
@@ -91,6 +96,11 @@ __device__ void produce(const Params& p, uint8_t* ring, uint64_t* full, uint64_t
       const Mat m = mat_of<ES>(p, ly, mi);
       const Plan pl = plan_of<ES>(m);
       const unsigned seq = hold_seq(l, mi);
+      // FP8 pre-tiled: the block's chunks of the matrix are consecutive 16 KB in the copy, from its first.
+      const uint8_t* tiled =
+          ES == 1 && ly.tiled[mi]
+              ? ly.tiled[mi] + pretiled_chunk(m.N, pl.ppr, int(gridDim.x), int(blockIdx.x), 0, 0) * kChunk
+              : nullptr;
       for (int u = 0; u < pl.units; u++) {
         const int ra = pl.r0 + u * pl.rpc, nr = min(pl.rpc, pl.r1 - ra);
         for (int i = 0; i < pl.ppr; i++, c++) {
@@ -102,9 +112,13 @@ __device__ void produce(const Params& p, uint8_t* ring, uint64_t* full, uint64_t
           gpu::ring::claim_slot(full, empty, slot, use, ES == 1 ? unsigned(kChunk) : unsigned(kn * ES), c);
           chunk_trace::stamp(c, 1);
           uint8_t* dst = ring + size_t(slot) * kChunk;
-          if (ES == 1 && ly.tiled[mi]) {  // a pre-tiled chunk: 16 KB at one address
-            const uint8_t* src =
-                ly.tiled[mi] + pretiled_chunk(m.N, pl.ppr, int(gridDim.x), int(blockIdx.x), u, i) * kChunk;
+          if (ES == 1 && p.pace > 0) {  // at least p.pace SM cycles since the last issue (FP8: see above)
+            while (clock64() - last_issue < p.pace) {
+            }
+            last_issue = clock64();
+          }
+          if (ES == 1 && tiled) {  // a pre-tiled chunk: 16 KB at one address
+            const uint8_t* src = tiled + (int64_t(u) * pl.ppr + i) * kChunk;
             if (p.l2_first) anvil_bulk_copy_g2s(dst, src, unsigned(kChunk), &full[slot], policy);
             else anvil_bulk_copy_g2s(dst, src, unsigned(kChunk), &full[slot]);
           } else if constexpr (ES == 1) {
@@ -529,6 +543,7 @@ void print_trace(const Tensor& t, int L, int grid, double launch_us) {
   std::fprintf(stderr, "  %-26s %8.2f (µs, events around the counter reset and the launch)\n", "launch", launch_us);
 }
 
+constexpr int kFp8PaceCycles = 760;  // the producer's default pace for FP8 copies (produce())
 // A ring knob read from the environment: `dflt` when unset, else an integer in [lo, hi] or a clear error.
 int ring_knob(const char* name, int lo, int hi, int dflt) {
   const char* e = std::getenv(name);
@@ -706,6 +721,8 @@ void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branc
   // alike), or ANVIL_DECODE_STACK_HOLD=n chunks; n = slots never holds (the chunk after the ring's first fill waits
   // for the staging anyway).
   p.hold = ring_knob("ANVIL_DECODE_STACK_HOLD", 0, p.slots, p.slots * 2 / 3);
+  // FP8 copies at least this many SM cycles apart (produce() says why), or ANVIL_DECODE_STACK_PACE=n; 0 unpaced.
+  p.pace = ring_knob("ANVIL_DECODE_STACK_PACE", 0, 100000, kFp8PaceCycles);
   const XRegion xr = x_region(s_, cus);
   p.x_bytes = xr.bytes, p.part_offset = xr.part_offset, p.part_floats = xr.part_floats;
   p.max_splits = int(max_splits_);

@@ -66,6 +66,7 @@ struct Params {
   int part_offset, part_floats;  // FP8 tile sums: byte offset in the x region, floats per buffer
   int l2_first;           // weights copied with an L2 evict-first policy (default)
   int hold;               // chunks of a matrix after a hand-off issued before the producer's hold (hold_seq)
+  int pace;               // FP8: SM cycles at least between two of the producer's copies (0: as fast as it goes)
   float eps, scale_log2;  // attention scale * log2(e)
   bf16* h0;
   bf16* h1;

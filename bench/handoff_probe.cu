@@ -1,0 +1,217 @@
+// What one hand-off between every SM of the GPU costs when there is nothing else to do: the floor under the bubbles
+// of a batch-1 decode step that streams each layer's weights over all SMs (decode_stack; docs/decode_kernels.md,
+// eighteenth round). A round is one hand-off as decode_stack makes them:
+//   every block writes its share of S tagged 32-bit words (value in the low half, the round's tag in the high half:
+//   the word is its own flag), counts itself with a relaxed add, one thread polls the count until all G blocks are
+//   in, then the block reads all S words with 16-byte relaxed loads and re-reads any word whose tag is not there.
+// R rounds run in one cooperative launch; a round's time is the launch's time over R.
+// Traffic: a producer warp per block streams 16 KB bulk copies of a 2 GB buffer through a 12-slot shared-memory ring
+// (decode_stack's ring, 25 MB in flight over 132 SMs), either all the time ("stream") or 8 chunks as each round
+// begins ("burst of 8", decode_stack's hold), to see what HBM traffic does to a hand-off. Alone, the same stream
+// gives the copy rate that the bound below uses.
+// Prints µs per round for S = 0 (the count alone), 4096 (decode_stack's o, attention and down outputs at the 8B
+// shape), 14336 (down's input), and the bound those put on an FP8 Llama-3.1-8B step: its weight bytes at the
+// measured copy rate plus 32 layers of 3 hand-offs of 4096 words and one of 14336 (q|k|v's, read by the attention
+// blocks only, left out: a lower bound).
+// Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -Isrc bench/handoff_probe.cu -o handoff_probe
+#include <cstdio>
+#include <cstdlib>
+#include <cstdint>
+
+#include "backends/gpu/vendor/cuda.h"
+
+#define CHECK(x)                                                                               \
+  do {                                                                                         \
+    cudaError_t e_ = (x);                                                                      \
+    if (e_ != cudaSuccess) {                                                                   \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                            \
+    }                                                                                          \
+  } while (0)
+
+constexpr int kWorkers = 256;                 // threads that write, poll and read (8 warps)
+constexpr int kThreads = kWorkers + 32;       // + the producer warp
+constexpr int kSlots = 12;                    // ring slots of kChunk bytes: decode_stack's 192 KB
+constexpr unsigned kChunk = 16384;
+constexpr size_t kSrcBytes = size_t(2) << 30; // streamed source: 2 GB, far past the 50 MB L2
+constexpr int kBurst = 8;                     // chunks per round in burst mode (decode_stack's hold)
+constexpr int kMaxWords = 16384;              // S at most: 16 16-byte loads per worker thread
+constexpr int kMaxLoads = kMaxWords / 4 / kWorkers;
+enum Traffic { kNone = 0, kStream = 1, kBurstMode = 2, kCopyOnly = 3 };
+
+struct Args {
+  uint32_t* words;     // 2 x S words (rounds alternate)
+  unsigned* count;     // arrivals, zeroed before the launch
+  unsigned long long* sink;
+  const uint8_t* src;  // traffic source
+  int S, rounds, traffic;
+  long long copy_chunks;  // kCopyOnly: chunks per block
+};
+
+__device__ __forceinline__ void wait_slot(uint64_t* full, long long c) {  // chunk c's copy has landed
+  const unsigned parity = unsigned(c / kSlots) & 1u;
+  while (!anvil_mbar_try_wait(&full[c % kSlots], parity)) {
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 1) handoff_probe(Args a) {
+  extern __shared__ __align__(1024) uint8_t ring[];
+  __shared__ uint64_t full[kSlots];
+  __shared__ volatile int round_started, workers_done;
+  const int tid = int(threadIdx.x), G = int(gridDim.x), b = int(blockIdx.x);
+  if (tid == 0) {
+    for (int s = 0; s < kSlots; s++) anvil_mbar_init(&full[s], 1);
+    anvil_mbar_init_fence();
+    round_started = -1, workers_done = 0;
+  }
+  __syncthreads();
+
+  if (tid >= kWorkers) {  // the producer warp: lane 0 issues every copy
+    if (tid != kWorkers || a.traffic == kNone) return;
+    const uint64_t policy = anvil_l2_evict_first();
+    const size_t per = kSrcBytes / kChunk;
+    long long c = 0;
+    auto issue = [&] {
+      if (c >= kSlots) wait_slot(full, c - kSlots);  // the slot's previous copy has landed
+      anvil_mbar_arrive_expect(&full[c % kSlots], kChunk);
+      anvil_bulk_copy_g2s(ring + size_t(c % kSlots) * kChunk, a.src + ((size_t(c) * G + b) % per) * kChunk, kChunk,
+                          &full[c % kSlots], policy);
+      c++;
+    };
+    if (a.traffic == kCopyOnly) {
+      while (c < a.copy_chunks) issue();
+    } else if (a.traffic == kStream) {
+      while (!workers_done) issue();
+    } else {  // kBurstMode: kBurst chunks as each round begins
+      for (int r = 0; r < a.rounds; r++) {
+        while (round_started < r && !workers_done) {
+        }
+        if (workers_done) break;
+        for (int i = 0; i < kBurst; i++) issue();
+      }
+    }
+    for (long long d = c > kSlots ? c - kSlots : 0; d < c; d++) wait_slot(full, d);  // nothing in flight at exit
+    return;
+  }
+
+  const int S = a.S, lo = int(int64_t(S) * b / G), hi = int(int64_t(S) * (b + 1) / G);
+  unsigned long long sum = 0;
+  for (int r = 0; r < a.rounds; r++) {
+    if (tid == 0) round_started = r;
+    uint32_t* buf = a.words + size_t(r & 1) * S;
+    const uint32_t tag = uint32_t(r % 65535 + 1) << 16;
+    for (int i = lo + tid; i < hi; i += kWorkers) anvil_store_relaxed_gpu(buf + i, tag | uint32_t(i & 0xffff));
+    anvil_bar_sync(1, kWorkers);  // the block's stores are issued
+    if (tid == 0) {
+      anvil_red_add_relaxed_gpu(a.count, 1u);
+      const unsigned target = unsigned(r + 1) * unsigned(G);
+      while (anvil_load_relaxed_gpu(a.count) < target) __nanosleep(32);
+    }
+    anvil_bar_sync(1, kWorkers);  // every block has counted itself
+    // All of the thread's loads first, then the tag checks: one round trip to L2 for the whole vector (a load
+    // checked before the next is issued makes one per 4 KB of the block: 1.71 / 3.96 µs at 4096 / 14336 words).
+    uint4 v[kMaxLoads];
+#pragma unroll
+    for (int i = 0; i < kMaxLoads; i++)
+      if (4 * (tid + i * kWorkers) < S) v[i] = anvil_load16_relaxed_gpu(buf + 4 * (tid + i * kWorkers));
+#pragma unroll
+    for (int i = 0; i < kMaxLoads; i++) {
+      const int j = 4 * (tid + i * kWorkers);
+      if (j >= S) break;
+      while ((v[i].x & 0xffff0000u) != tag || (v[i].y & 0xffff0000u) != tag || (v[i].z & 0xffff0000u) != tag ||
+             (v[i].w & 0xffff0000u) != tag)
+        v[i] = anvil_load16_relaxed_gpu(buf + j);  // a store the count overtook
+      sum += (v[i].x & 0xffffu) + (v[i].y & 0xffffu) + (v[i].z & 0xffffu) + (v[i].w & 0xffffu);
+    }
+    anvil_bar_sync(1, kWorkers);  // read before the next round's writes (the same buffer two rounds on)
+  }
+  if (tid == 0) workers_done = 1;
+  atomicAdd(a.sink, sum);
+}
+
+struct Probe {
+  int G;
+  size_t smem;
+  uint32_t* words;
+  unsigned* count;
+  unsigned long long* sink;
+  uint8_t* src;
+  cudaEvent_t e0, e1;
+
+  float run(int S, int rounds, int traffic, long long copy_chunks = 0) {
+    CHECK(cudaMemset(count, 0, sizeof(unsigned)));
+    CHECK(cudaMemset(words, 0, sizeof(uint32_t) * 2 * kMaxWords));
+    Args a{words, count, sink, src, S, rounds, traffic, copy_chunks};
+    CHECK(cudaEventRecord(e0));
+    CHECK(anvil::gpu::vendor::launch_cooperative(handoff_probe, dim3(G), dim3(kThreads), smem, nullptr, a));
+    CHECK(cudaEventRecord(e1));
+    CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    return ms;
+  }
+  // µs per round, the median of 5 launches; the launch's fixed cost is taken out by timing R and 2R rounds.
+  float per_round(int S, int traffic, int R = 2000) {
+    float best[2];
+    for (int k = 0; k < 2; k++) {
+      float t[5];
+      for (int i = 0; i < 5; i++) t[i] = run(S, R * (k + 1), traffic);
+      for (int i = 0; i < 5; i++)
+        for (int j = i + 1; j < 5; j++)
+          if (t[j] < t[i]) std::swap(t[i], t[j]);
+      best[k] = t[2];
+    }
+    return (best[1] - best[0]) * 1e3f / R;
+  }
+};
+
+int main() {
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  if (prop.major < 9) {
+    std::fprintf(stderr, "handoff_probe: needs sm_90 or later (bulk copies), found sm_%d%d\n", prop.major, prop.minor);
+    return 1;
+  }
+  Probe p{};
+  p.G = prop.multiProcessorCount;
+  p.smem = size_t(kSlots) * kChunk;
+  CHECK(cudaFuncSetAttribute(handoff_probe, cudaFuncAttributeMaxDynamicSharedMemorySize, int(p.smem)));
+  CHECK(cudaMalloc(&p.words, sizeof(uint32_t) * 2 * kMaxWords));
+  CHECK(cudaMalloc(&p.count, sizeof(unsigned)));
+  CHECK(cudaMalloc(&p.sink, sizeof(unsigned long long)));
+  CHECK(cudaMalloc(&p.src, kSrcBytes));
+  CHECK(cudaMemset(p.src, 1, kSrcBytes));
+  CHECK(cudaEventCreate(&p.e0));
+  CHECK(cudaEventCreate(&p.e1));
+  p.run(4096, 100, kStream);  // warm-up
+
+  // The copy rate of the ring stream alone: 2 x 8192 chunks (256 MB) per SM, the fixed cost taken out.
+  float tc[2];
+  for (int k = 0; k < 2; k++) {
+    float t[3];
+    for (int i = 0; i < 3; i++) t[i] = p.run(0, 0, kCopyOnly, 8192LL * (k + 1));
+    tc[k] = std::min(t[0], std::min(t[1], t[2]));
+  }
+  const double copy_tbs = double(8192) * kChunk * p.G / ((tc[1] - tc[0]) * 1e-3) / 1e12;
+
+  std::printf("%s, %d SMs, one block per SM, %d worker threads, cooperative launch\n", prop.name, p.G, kWorkers);
+  std::printf("ring stream alone (12 x 16 KB bulk copies per SM): %.2f TB/s\n\n", copy_tbs);
+  std::printf("%-8s %12s %12s %12s   (us per hand-off)\n", "words", "quiet", "burst of 8", "stream");
+  const int sizes[3] = {0, 4096, 14336};
+  float t[3][3];
+  for (int i = 0; i < 3; i++) {
+    for (int m = 0; m < 3; m++) t[i][m] = p.per_round(sizes[i], m);
+    std::printf("%-8d %12.3f %12.3f %12.3f\n", sizes[i], t[i][0], t[i][1], t[i][2]);
+  }
+  // Llama-3.1-8B, FP8 layers and a bf16 LM head: 32 x 218.1 MB + 1050.6 MB of streamed weights.
+  const double layer_bytes = 4096.0 * (6144 + 4096 + 3 * 14336), head_bytes = 128256.0 * 4096 * 2;
+  const double weights_ms = (32 * layer_bytes + head_bytes) / (copy_tbs * 1e12) * 1e3;
+  const double per_layer_us = 3 * t[1][0] + t[2][0];
+  std::printf("\nFP8 8B step: weights %.3f ms at the copy rate + 32 x %.2f us of quiet hand-offs = %.3f ms "
+              "(target 2.1; every other cost of a layer left out)\n",
+              weights_ms, per_layer_us, weights_ms + 32 * per_layer_us * 1e-3);
+  unsigned long long s = 0;
+  CHECK(cudaMemcpy(&s, p.sink, sizeof(s), cudaMemcpyDeviceToHost));
+  std::printf("(checksum %llu)\n", s);
+  return 0;
+}
