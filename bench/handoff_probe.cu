@@ -13,7 +13,7 @@
 // shape), 14336 (down's input), and the bound those put on an FP8 Llama-3.1-8B step: its weight bytes at the
 // measured copy rate plus 32 layers of 3 hand-offs of 4096 words and one of 14336 (q|k|v's, read by the attention
 // blocks only, left out: a lower bound).
-// Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -Isrc bench/handoff_probe.cu -o handoff_probe
+// Build: the CUDA build makes build-cuda/handoff_probe (or: nvcc -O3 -std=c++17 -arch=sm_90 -Isrc bench/handoff_probe.cu)
 #include <cstdio>
 #include <cstdlib>
 #include <cstdint>

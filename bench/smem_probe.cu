@@ -2,7 +2,7 @@
 // One question decides the scan layouts (docs/mamba_kernels.md): is an LDS.128 whose 32 threads read the same
 // 16 bytes one wavefront (broadcast) or four (one per quarter-warp phase, as an LDS.128 of 32 distinct float4)?
 // Prints warp-loads per clock per SM for each pattern; 1.0 = one wavefront per load, 0.25 = four.
-// Build: nvcc -O3 -gencode=arch=compute_90,code=sm_90 bench/smem_probe.cu -o smem_probe
+// Build: the CUDA build makes build-cuda/smem_probe (or: nvcc -O3 -arch=sm_90 bench/smem_probe.cu)
 #include <cstdio>
 #include <cstdlib>
 #include <cuda_runtime.h>
