@@ -19,15 +19,7 @@
 #include <cstdint>
 
 #include "backends/gpu/vendor/cuda.h"
-
-#define CHECK(x)                                                                               \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
+#include "cuda_check.h"
 
 constexpr int kWorkers = 256;                 // threads that write, poll and read (8 warps)
 constexpr int kThreads = kWorkers + 32;       // + the producer warp

@@ -7,14 +7,7 @@
 #include <cstdlib>
 #include <cuda_runtime.h>
 
-#define CHECK(x)                                                                          \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
+#include "cuda_check.h"
 
 constexpr int kIters = 4096, kThreads = 512, kSlots = 1024;
 
