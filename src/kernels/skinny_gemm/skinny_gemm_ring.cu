@@ -78,7 +78,6 @@ struct RingCfg {
   int xslots;   // x slots: enough pieces ahead for the ring to stay full when a pass has few tiles
   int ppr;      // pieces per weight row
   int tp;       // tiles per pass (pass_tiles of the largest block's tiles)
-  int pace;     // SM cycles at least between two weight copies (0: as fast as the ring allows)
 };
 struct RingMaps {
   CUtensorMap w;  // gpu::ring::encode_weight_tiles
@@ -103,15 +102,9 @@ __device__ void ring_produce(const RingCfg& rc, const RingMaps& maps, int r0, in
                              uint64_t* xfull, uint64_t* xempty, volatile unsigned* xissued) {
   const uint64_t policy = anvil_l2_evict_first();  // weights are read once: x and y stay in L2
   unsigned c = 0, xc = 0;
-  long long last_issue = 0;
   auto copy_w = [&](int tile, int piece) {
     const unsigned slot = c % unsigned(rc.slots), use = c / unsigned(rc.slots);
     gpu::ring::claim_slot(full, empty, slot, use, kChunk, c);
-    if (rc.pace > 0) {
-      while (clock64() - last_issue < rc.pace) {
-      }
-      last_issue = clock64();
-    }
     anvil_tile_copy_g2s_3d(ring + size_t(slot) * kChunk, &maps.w, 0, r0 + tile * kTileRows,
                            piece * (kTileBytes / 128), &full[slot], policy);
     issued[slot] = use;
@@ -424,11 +417,6 @@ bool launch_ring(const Params& p) {
   rc.ppr = (row_bytes + kTileBytes - 1) / kTileBytes;
   rc.xr = 1;
   while (rc.xr < p.M) rc.xr *= 2;
-  static const int pace = [] {
-    const char* e = std::getenv("ANVIL_SKINNY_RING_PACE");
-    return e && *e ? std::atoi(e) : 0;
-  }();
-  rc.pace = pace;
   rc.x_lines = kTileBytes / WT::kBytes * 2 / 128;
   rc.x_slot = 128 * rc.xr * rc.x_lines;
   // Shared memory: the ring, the x slots, the sums, per ring slot two barriers and two counters, per x slot three
