@@ -82,7 +82,9 @@ const char* const kStampNames[kStamps] = {
 // 1.98 GHz, 43 GB/s a SM) spaces the bursts without holding the rate under the share. Generation loop, ms/token, pace
 // 0 / 560 / 640 / 720 / 760 / 800 / 840 cycles: 2.654 / 2.630 / 2.577 / 2.547 / 2.542 / 2.551 / 2.575, against
 // 2.582 for the reload; the layer 68.4 -> 67.2 µs (gate|up 27.9 -> 27.1). bf16 lost with any pace (3.868 -> 3.895 at
-// 700, 4.131 at 900), so its copies are not paced.
+// 700, 4.131 at 900), so its copies are not paced. The chunks a matrix issues before its hold (they land under the
+// hand-off's reads) go further apart, p.pace_held: loop 2.633 / 2.620 / 2.567 / 2.539 ms/token at 0 / 380 / 760 /
+// 1500 cycles (one session; longer not measured).
 template <int ES>
 __device__ void produce(const Params& p, uint8_t* ring, uint64_t* full, uint64_t* empty, volatile unsigned* issued,
                         volatile unsigned* opened) {
@@ -112,8 +114,9 @@ __device__ void produce(const Params& p, uint8_t* ring, uint64_t* full, uint64_t
           gpu::ring::claim_slot(full, empty, slot, use, ES == 1 ? unsigned(kChunk) : unsigned(kn * ES), c);
           chunk_trace::stamp(c, 1);
           uint8_t* dst = ring + size_t(slot) * kChunk;
-          if (ES == 1 && p.pace > 0) {  // at least p.pace SM cycles since the last issue (FP8: see above)
-            while (clock64() - last_issue < p.pace) {
+          const int pace = seq && u * pl.ppr + i < p.hold ? p.pace_held : p.pace;
+          if (ES == 1 && pace > 0) {  // at least `pace` SM cycles since the last issue (FP8: see above)
+            while (clock64() - last_issue < pace) {
             }
             last_issue = clock64();
           }
@@ -543,7 +546,8 @@ void print_trace(const Tensor& t, int L, int grid, double launch_us) {
   std::fprintf(stderr, "  %-26s %8.2f (µs, events around the counter reset and the launch)\n", "launch", launch_us);
 }
 
-constexpr int kFp8PaceCycles = 760;  // the producer's default pace for FP8 copies (produce())
+constexpr int kFp8PaceCycles = 760;       // the producer's default pace for FP8 copies (produce())
+constexpr int kFp8PaceHeldCycles = 1500;  // the same for the chunks before a hold
 // A ring knob read from the environment: `dflt` when unset, else an integer in [lo, hi] or a clear error.
 int ring_knob(const char* name, int lo, int hi, int dflt) {
   const char* e = std::getenv(name);
@@ -721,8 +725,10 @@ void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branc
   // alike), or ANVIL_DECODE_STACK_HOLD=n chunks; n = slots never holds (the chunk after the ring's first fill waits
   // for the staging anyway).
   p.hold = ring_knob("ANVIL_DECODE_STACK_HOLD", 0, p.slots, p.slots * 2 / 3);
-  // FP8 copies at least this many SM cycles apart (produce() says why), or ANVIL_DECODE_STACK_PACE=n; 0 unpaced.
+  // FP8 copies at least this many SM cycles apart (produce() says why), or ANVIL_DECODE_STACK_PACE=n (and
+  // ANVIL_DECODE_STACK_PACE_HELD=n for the chunks before a hold); 0 unpaced.
   p.pace = ring_knob("ANVIL_DECODE_STACK_PACE", 0, 100000, kFp8PaceCycles);
+  p.pace_held = ring_knob("ANVIL_DECODE_STACK_PACE_HELD", 0, 100000, kFp8PaceHeldCycles);
   const XRegion xr = x_region(s_, cus);
   p.x_bytes = xr.bytes, p.part_offset = xr.part_offset, p.part_floats = xr.part_floats;
   p.max_splits = int(max_splits_);

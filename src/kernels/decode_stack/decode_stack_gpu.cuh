@@ -67,6 +67,7 @@ struct Params {
   int l2_first;           // weights copied with an L2 evict-first policy (default)
   int hold;               // chunks of a matrix after a hand-off issued before the producer's hold (hold_seq)
   int pace;               // FP8: SM cycles at least between two of the producer's copies (0: as fast as it goes)
+  int pace_held;          // FP8: the same for the chunks a matrix issues before the producer's hold
   float eps, scale_log2;  // attention scale * log2(e)
   bf16* h0;
   bf16* h1;
