@@ -22,7 +22,7 @@
 #include "cuda_check.h"
 
 constexpr int kWorkers = 256;                 // threads that write, poll and read (8 warps)
-constexpr int kThreads = kWorkers + 32;       // + the producer warp
+constexpr int kThreads = kWorkers + ANVIL_WARP_SIZE;  // + the producer warp
 constexpr int kSlots = 12;                    // ring slots of kChunk bytes: decode_stack's 192 KB
 constexpr unsigned kChunk = 16384;
 constexpr size_t kSrcBytes = size_t(2) << 30; // streamed source: 2 GB, far past the 50 MB L2
@@ -196,12 +196,13 @@ int main() {
     std::printf("%-8d %12.3f %12.3f %12.3f\n", sizes[i], t[i][0], t[i][1], t[i][2]);
   }
   // Llama-3.1-8B, FP8 layers and a bf16 LM head: 32 x 218.1 MB + 1050.6 MB of streamed weights.
+  constexpr int kLayers = 32;
   const double layer_bytes = 4096.0 * (6144 + 4096 + 3 * 14336), head_bytes = 128256.0 * 4096 * 2;
-  const double weights_ms = (32 * layer_bytes + head_bytes) / (copy_tbs * 1e12) * 1e3;
+  const double weights_ms = (kLayers * layer_bytes + head_bytes) / (copy_tbs * 1e12) * 1e3;
   const double per_layer_us = 3 * t[1][0] + t[2][0];
   std::printf("\nFP8 8B step: weights %.3f ms at the copy rate + 32 x %.2f us of quiet hand-offs = %.3f ms "
               "(target 2.1; every other cost of a layer left out)\n",
-              weights_ms, per_layer_us, weights_ms + 32 * per_layer_us * 1e-3);
+              weights_ms, per_layer_us, weights_ms + kLayers * per_layer_us * 1e-3);
   unsigned long long s = 0;
   CHECK(cudaMemcpy(&s, p.sink, sizeof(s), cudaMemcpyDeviceToHost));
   std::printf("(checksum %llu)\n", s);

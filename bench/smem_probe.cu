@@ -2,11 +2,12 @@
 // One question decides the scan layouts (docs/mamba_kernels.md): is an LDS.128 whose 32 threads read the same
 // 16 bytes one wavefront (broadcast) or four (one per quarter-warp phase, as an LDS.128 of 32 distinct float4)?
 // Prints warp-loads per clock per SM for each pattern; 1.0 = one wavefront per load, 0.25 = four.
-// Build: the CUDA build makes build-cuda/smem_probe (or: nvcc -O3 -arch=sm_90 bench/smem_probe.cu)
+// Build: the CUDA build makes build-cuda/smem_probe (or: nvcc -O3 -arch=sm_90 -Isrc bench/smem_probe.cu)
 #include <cstdio>
 #include <cstdlib>
 #include <cuda_runtime.h>
 
+#include "backends/gpu/vendor/cuda.h"  // ANVIL_WARP_SIZE
 #include "cuda_check.h"
 
 constexpr int kIters = 4096, kThreads = 512, kSlots = 1024;
@@ -18,7 +19,7 @@ __global__ void probe(float* out, int salt) {
   __shared__ float4 s[kSlots];
   for (int i = threadIdx.x; i < kSlots; i += blockDim.x) s[i] = make_float4(i, i + 1, i + 2, i + salt);
   __syncthreads();
-  const int lane = threadIdx.x % 32;
+  const int lane = threadIdx.x % ANVIL_WARP_SIZE;
   float acc0 = 0, acc1 = 0, acc2 = 0, acc3 = 0;
 #pragma unroll 8
   for (int i = 0; i < kIters; i++) {
@@ -49,7 +50,7 @@ double run(float* out, int sms, double clock_ghz) {
   CHECK(cudaEventSynchronize(b));
   float ms = 0;
   CHECK(cudaEventElapsedTime(&ms, a, b));
-  const double warp_loads = 10.0 * blocks * (kThreads / 32) * double(kIters);
+  const double warp_loads = 10.0 * blocks * (kThreads / ANVIL_WARP_SIZE) * double(kIters);
   return warp_loads / (ms * 1e-3 * clock_ghz * 1e9 * sms);  // per clock per SM
 }
 
