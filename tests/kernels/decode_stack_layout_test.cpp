@@ -66,57 +66,5 @@ TEST(DecodeStackLayout, EveryRowAndPieceInExactlyOneChunk) {
     }
 }
 
-// down split over its columns: every (row, column) of every block's columns is in exactly one 16-byte run of the
-// copy, each run inside its block's share and inside the chunk its row group falls in, and no two runs overlap.
-TEST(DecodeStackLayout, DownColumnSplitCoversEachWeightOnce) {
-  // (C, H): down of Llama-3.1-8B; uneven rows and widths; fewer columns than blocks.
-  const Case kDown[] = {{4096, 14336}, {640, 1152}, {1000, 200}, {24, 40}, {4096, 96}};
-  for (const Case& d : kDown)
-    for (int grid : kGrids) {
-      const int C = d.N, H = d.K, groups = ks_groups(C);
-      if (ks_groups_per_chunk(ks_units_max(H, grid)) == 0) {  // wider than a chunk: the host keeps down row-split
-        EXPECT_GT(ks_units_max(H, grid) * kKsUnit, kTileCols);
-        continue;
-      }
-      const int64_t bytes = ks_bytes(C, H, grid);
-      std::vector<uint8_t> owner(size_t(bytes), 0);
-      std::vector<int> col_seen(size_t(H), 0);
-      for (int b = 0; b < grid; b++) {
-        const int k0 = share_start(H, b, grid), width = share_start(H, b + 1, grid) - k0;
-        const int units = ks_units(H, b, grid), gpc = units ? ks_groups_per_chunk(units) : 1;
-        ASSERT_LE(units, ks_units_max(H, grid));
-        ASSERT_GT(gpc, 0) << "C " << C << " H " << H << " grid " << grid;
-        for (int k = k0; k < k0 + width; k++) col_seen[size_t(k)]++;
-        const int64_t base = ks_block_offset(C, H, grid, b);
-        for (int rg = 0; rg < groups; rg++) {
-          const int64_t chunk0 = base + int64_t(rg / gpc) * gpc * units * kKsGroupUnitBytes;
-          const int64_t group0 = base + int64_t(rg) * units * kKsGroupUnitBytes;
-          std::vector<int> seen(size_t(kTileRows) * units, 0);  // (row in group, unit)
-          for (int j = 0; 4 * j < units; j++)
-            for (int g = 0; g < 8; g++)
-              for (int t = 0; t < 4 && 4 * j + t < units; t++)
-                for (int hi = 0; hi < 2; hi++) {
-                  const int64_t off = group0 + ks_lane_offset(units, j, g, t, hi != 0);
-                  ASSERT_GE(off, chunk0);
-                  ASSERT_LE(off + kKsUnit, chunk0 + int64_t(kTileRows) * kTileCols) << "past the chunk";
-                  ASSERT_LE(off + kKsUnit, base + int64_t(groups) * units * kKsGroupUnitBytes) << "past the share";
-                  for (int i = 0; i < kKsUnit; i++) {
-                    ASSERT_EQ(owner[size_t(off + i)], 0) << "byte " << off + i << " written twice";
-                    owner[size_t(off + i)] = 1;
-                  }
-                  seen[size_t((g + 8 * hi) * units + 4 * j + t)]++;
-                }
-          for (int v : seen) {
-            ASSERT_EQ(v, 1);
-          }
-        }
-        if (b + 1 < grid) {
-          EXPECT_LE(base + int64_t(groups) * units * kKsGroupUnitBytes, ks_block_offset(C, H, grid, b + 1));
-        }
-      }
-      for (int k = 0; k < H; k++) ASSERT_EQ(col_seen[size_t(k)], 1) << "column " << k;
-    }
-}
-
 }  // namespace
 }  // namespace anvil

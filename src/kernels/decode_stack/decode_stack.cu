@@ -96,37 +96,6 @@ __device__ void produce(const Params& p, uint8_t* ring, uint64_t* full, uint64_t
     const Layer& ly = p.layers[l];
 #pragma unroll 1
     for (int mi = 0; mi < kMats; mi++) {
-      if (ES == 1 && mi == kMats - 1 && p.down_split) {
-        // down split over its columns (gemm_down_split): whole row groups per chunk, no hold (its input is the
-        // block's own).
-        using namespace decode_stack_layout;
-        const int units = ks_units(p.H, int(blockIdx.x), int(gridDim.x));
-        if (units == 0) continue;
-        const int groups = ks_groups(p.C), gpc = ks_groups_per_chunk(units), chunks = (groups + gpc - 1) / gpc;
-        const int first = ks_first_chunk(chunks, int(blockIdx.x), int(gridDim.x));
-        const unsigned gbytes = unsigned(units * kKsGroupUnitBytes);
-        const uint8_t* base = ly.tiled[mi] + ks_block_offset(p.C, p.H, int(gridDim.x), int(blockIdx.x));
-        for (int k = 0; k < chunks; k++, c++) {
-          const int ci = (first + k) % chunks;  // the block's chunks from its first, wrapping
-          const uint8_t* src = base + size_t(ci) * gpc * gbytes;
-          const unsigned slot = c % unsigned(p.slots), use = c / unsigned(p.slots);
-          const unsigned bytes = unsigned(min(gpc, groups - ci * gpc)) * gbytes;
-          chunk_trace::stamp(c, 0);
-          gpu::ring::claim_slot(full, empty, slot, use, bytes, c);
-          chunk_trace::stamp(c, 1);
-          if (p.pace > 0) {
-            while (clock64() - last_issue < p.pace) {
-            }
-            last_issue = clock64();
-          }
-          uint8_t* dst = ring + size_t(slot) * kChunk;
-          if (p.l2_first) anvil_bulk_copy_g2s(dst, src, bytes, &full[slot], policy);
-          else anvil_bulk_copy_g2s(dst, src, bytes, &full[slot]);
-          issued[slot] = use;
-          chunk_trace::stamp(c, 2);
-        }
-        continue;
-      }
       const Mat m = mat_of<ES>(p, ly, mi);
       const Plan pl = plan_of<ES>(m);
       const unsigned seq = hold_seq(l, mi);
@@ -287,18 +256,16 @@ __device__ __forceinline__ float pack_absmax(const uint32_t (&v)[4], float m) {
 // x slots it wrote before the reduction. F16 (FP8 weights): x is stored as f16 times sc, sc from the bound
 // max|h| * r * max|gamma| (gmax, per layer, from the host), which the same reduction as the sum of squares gives;
 // returns 1 / sc (1 for bf16).
-// aadd: the summed words of a column-split down (decode_stack_gpu.cuh) in place of badd.
 template <bool F16>
 __device__ float stage_norm(const Params& p, const bf16* hin, const uint32_t* badd, uint32_t tag, bf16* hout,
-                            const bf16* gamma, float gmax, bf16* x, float* red,
-                            const unsigned long long* aadd = nullptr) {
+                            const bf16* gamma, float gmax, bf16* x, float* red) {
   bf16* hown = p.hp + int64_t(blockIdx.x) * p.C;
   if (!hin) hin = hown;
   constexpr int U = 2;  // packs in flight per thread: C = 4096 is 512 packs over 384 threads
   const int packs = p.C / 8;
   float ss = 0.f, hmax = 0.f;
   auto add = [&](int q, uint4 h, uint4 b) {
-    if (badd || aadd) {
+    if (badd) {
       h.x = pack2(lo_f32(h.x) + lo_f32(b.x), hi_f32(h.x) + hi_f32(b.x));
       h.y = pack2(lo_f32(h.y) + lo_f32(b.y), hi_f32(h.y) + hi_f32(b.y));
       h.z = pack2(lo_f32(h.z) + lo_f32(b.z), hi_f32(h.z) + hi_f32(b.z));
@@ -320,16 +287,6 @@ __device__ float stage_norm(const Params& p, const bf16* hin, const uint32_t* ba
     if (badd) {
       tagged_packs<U>(badd, q0, kConsumers, packs, tag,
                       [&](int q, uint4 b) { add(q, hv[(q - q0) / kConsumers], b); });
-    } else if (aadd) {
-      if constexpr (kAccF32) {
-        accf_packs<U>(reinterpret_cast<const float*>(aadd), q0, kConsumers, packs,
-                      [&](int q, uint4 b) { add(q, hv[(q - q0) / kConsumers], b); });
-      } else {
-#pragma unroll
-        for (int u = 0; u < U; u++)
-          acc_packs<1>(aadd, q0 + u * kConsumers, kConsumers, packs, acc_writers(p),
-                       [&](int q, uint4 b) { add(q, hv[u], b); });
-      }
     } else {
 #pragma unroll
       for (int u = 0; u < U; u++)
@@ -398,65 +355,6 @@ __device__ void swiglu_rows(const bf16* g, const bf16* u, int a, int b, Out<true
     out.put(a + i, swiglu_f32<bf16>(to_f32(g[i]), to_f32(u[i])));
 }
 
-// down's input for its column split (gemm_down_split): the block's own silu(gate) * up (n values, rounded to bf16 as
-// swiglu_rows stores them), as f16 times a power of two into x[0, npad), zeros past n; returns 1 / the scale.
-__device__ float stage_swiglu_own(const bf16* g, const bf16* u, int n, int npad, bf16* x, float* red) {
-  anvil_cp_async_wait_all();  // down's scales (stage_down_scales), visible after the barriers below
-  consumer_sync();  // every warp's gate and up outputs are in
-  float m = 0.f;
-  for (int i = threadIdx.x; i < npad; i += kConsumers) {
-    const bf16 v = from_f32<bf16>(i < n ? swiglu_f32<bf16>(to_f32(g[i]), to_f32(u[i])) : 0.f);
-    x[i] = v;
-    m = fmaxf(m, fabsf(to_f32(v)));
-  }
-  float unused = 0.f;
-  consumer_sum_max(unused, m, red);
-  const float sc = f16_scale(m);
-  uint32_t* x2 = reinterpret_cast<uint32_t*>(x);
-  for (int i = threadIdx.x; i < npad / 2; i += kConsumers)
-    x2[i] = anvil_f16x2_rn(to_f32(x[2 * i]) * sc, to_f32(x[2 * i + 1]) * sc);
-  consumer_sync();
-  return 1.f / sc;
-}
-
-// down's scales (C per row, or one) into shared memory at ws, asynchronously (stage_swiglu_own waits for them).
-__device__ void stage_down_scales(const Params& p, const Layer& ly, uint8_t* ws) {
-  if (!ly.ws[3]) return;
-  if (ly.ws_stride[3]) {
-    for (int i = threadIdx.x; i < p.C / 4; i += kConsumers) anvil_cp_async16(ws + 16 * i, ly.ws[3] + 4 * i, true);
-  } else if (threadIdx.x == 0) {
-    cp_async4(ws, ly.ws[3]);
-  }
-  anvil_cp_async_commit();
-}
-
-// Block b's slice of C (share_start) in layer l's summed words: zeroed for the next launch once every block has
-// read them (the caller knows), or for the last layer first read into `out` as bf16 (the host adds it to h).
-__device__ void acc_finish(const Params& p, int l, bf16* out) {
-  unsigned long long* a = p.acc + int64_t(l) * p.acc_stride;
-  const int r0 = share_start(p.C, int(blockIdx.x), int(gridDim.x));
-  const int r1 = share_start(p.C, int(blockIdx.x) + 1, int(gridDim.x));
-  for (int r = r0 + int(threadIdx.x); r < r1; r += kConsumers) {
-    if (kAccF32 && out) {
-      out[r] = from_f32<bf16>(__uint_as_float(anvil_load_relaxed_gpu(reinterpret_cast<const uint32_t*>(a) + r)));
-      reinterpret_cast<float*>(a)[r] = 0.f;
-      continue;
-    }
-    if (out) {
-      const unsigned writers = acc_writers(p);
-      const long long t0 = clock64();
-      unsigned long long w;
-      while (((w = load_relaxed_u64(a + r)) & kAccCountMask) != writers) {
-        __nanosleep(32);
-        if (clock64() - t0 > kWaitCycles) wait_failed("down's summed output (row, count)", unsigned(r),
-                                                      unsigned(w & kAccCountMask));
-      }
-      out[r] = from_f32<bf16>(acc_value(w));
-    }
-    a[r] = 0ull;
-  }
-}
-
 // ---- the kernel --------------------------------------------------------------------------------------------
 template <int ES, int HD, int G>
 __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params p) {
@@ -521,14 +419,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
       xinv = stage_norm<F16>(p, p.h0, nullptr, 0, nullptr, ly.in_norm, ly.in_gmax, x, red);
     } else {
       handoff_wait(p, 4, unsigned(l) * gridDim.x);
-      if (F16 && kAccF32 && p.down_split) {
-        if (threadIdx.x == 0) __threadfence();
-        consumer_sync();
-      }
-      // One call for both sources of down's output: each inlined copy of stage_norm costs registers elsewhere.
-      const bool split = F16 && p.down_split;
-      xinv = stage_norm<F16>(p, nullptr, split ? nullptr : p.tb, tag(l - 1, 4), p.h0, ly.in_norm, ly.in_gmax, x, red,
-                             split ? p.acc + int64_t(l - 1) * p.acc_stride : nullptr);
+      xinv = stage_norm<F16>(p, nullptr, p.tb, tag(l - 1, 4), p.h0, ly.in_norm, ly.in_gmax, x, red);
       hold_open(opened, hold_seq(l, 0));
     }
     stamp(l, 0);
@@ -553,43 +444,12 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
     handoff_wait(p, 2, unsigned(l + 1) * gridDim.x);
     xinv = stage_norm<F16>(p, nullptr, p.tb, tag(l, 2), p.h1, ly.post_norm, ly.post_gmax, x, red);
     hold_open(opened, hold_seq(l, 2));
-    // Every block has read layer l - 1's summed down outputs (its input norm came before its o output).
-    if (F16 && p.down_split && l > 0) acc_finish(p, l - 1, nullptr);
-    // down's scales into shared memory while gate and up run: a global load per row group under the weight stream
-    // waited ~1 µs (the split's first build: down 29 µs a layer against 12.5 row-split).
-    if (F16 && p.down_split) stage_down_scales(p, ly, reinterpret_cast<uint8_t*>(x) + p.ws_offset);
     stamp(l, 8);
     gemm<ES>(p, mat_of<ES>(p, ly, 2), ly.ws[2], ly.ws_stride[2], ring, full, empty, issued, done, x, xinv, part[0],
              out_plain(y_gate, rows_a), c);
     const float* ws_up = ly.ws[2] ? ly.ws[2] + int64_t(p.H) * ly.ws_stride[2] : nullptr;
     gemm<ES>(p, mat_of<ES>(p, ly, 3), ws_up, ly.ws_stride[2], ring, full, empty, issued, done, x, xinv, part[1],
              out_plain(y_up, rows_a), c, up_g0);
-    if constexpr (F16) {
-      if (p.down_split) {  // down's input is the block's own; its outputs are summed in p.acc
-        xinv = stage_swiglu_own(y_gate, y_up, rows_b - rows_a,
-                                decode_stack_layout::kKsUnit *
-                                    decode_stack_layout::ks_units(p.H, int(blockIdx.x), int(gridDim.x)),
-                                x, red);
-        stamp(l, 9);
-        stamp(l, 10);
-        gemm_down_split(p, ly.ws[3] ? reinterpret_cast<const float*>(reinterpret_cast<uint8_t*>(x) + p.ws_offset)
-                                    : nullptr,
-                        ly.ws_stride[3], ring, full, empty, issued, done, x, xinv,
-                        p.acc + int64_t(l) * p.acc_stride, c);
-        stamp(l, 11);
-        consumer_sync();
-        if (kAccF32 && threadIdx.x == 0) __threadfence();  // the block's adds before its count
-        handoff_arrive(p, 4);
-        if (l + 1 == p.L) {
-          handoff_wait(p, 4, unsigned(p.L) * gridDim.x);
-          if (kAccF32 && threadIdx.x == 0) __threadfence();
-          consumer_sync();
-          acc_finish(p, l, p.branch);
-        }
-        stamp(l, 12);
-        continue;
-      }
-    }
     swiglu_rows(y_gate, y_up, rows_a, rows_b, out_tagged(p.gu, tag(l, 3)));
     handoff_arrive(p, 3);
     stamp(l, 9);
@@ -637,14 +497,6 @@ XRegion x_region(const DecodeStackShape& s, int grid) {
   return r;
 }
 int x_region_bytes(const DecodeStackShape& s, int grid) { return x_region(s, grid).bytes; }
-// down split over its columns (decode_stack_gpu.cuh): where its shape fits, with room in the x region for its C
-// scales between x and the gate and up outputs (below ws_offset) and the tile sums (above). The pre-tiled copy's
-// layout follows it, so it depends on the shape alone.
-int down_scales_offset(const DecodeStackShape& s, int grid) { return (x_region(s, grid).part_offset - 4 * int(s.C)) & ~15; }
-bool split_down(const DecodeStackShape& s, int grid) {
-  const int64_t rows8 = ((s.H + grid - 1) / grid + 7) / 8 * 8;
-  return down_split_fits(s, grid) && ((s.C + 7) / 8 * 8 + 2 * rows8) * 2 <= down_scales_offset(s, grid);
-}
 constexpr int kMiscBytes = kWarps * 2 * 4 + 2 * kMaxSlots * 8 + 2 * kMaxSlots * 4 + 16;  // + generation, opened
 
 // Ring slots that fit the device's per-block shared memory next to the x region (H200, 8B shape: 12).
@@ -708,18 +560,16 @@ int ring_knob(const char* name, int lo, int hi, int dflt) {
 }
 
 // Byte offsets of the plan's scratch: the hand-offs qkv (QD + 2 KVD), att (QD), gu (H), tb (C) as 4-byte tagged
-// words, each rounded to 64 words, the attention partials (NKV, max_splits, G, HD + 2) f32, the blocks' own
-// copies of the residual stream (grid, C) bf16, and down's summed outputs (L, acc_stride) as 8-byte words (used
-// when down is split over its columns). Zeroed once: tag 0 is no launch's, and a launch leaves the sums zeroed.
+// words, each rounded to 64 words, the attention partials (NKV, max_splits, G, HD + 2) f32, and the blocks' own
+// copies of the residual stream (grid, C) bf16. Zeroed once: tag 0 is no launch's.
 struct Scratch {
-  int64_t qkv = 0, att, gu, tb, part, hp, acc, acc_stride, bytes;
-  Scratch(const DecodeStackShape& s, int64_t L, int64_t max_splits, int grid) {
+  int64_t qkv = 0, att, gu, tb, part, hp, bytes;
+  Scratch(const DecodeStackShape& s, int64_t max_splits, int grid) {
     auto r64 = [](int64_t n) { return (n + 63) / 64 * 64; };
     const int64_t QD = s.NH * s.HD, KVD = s.NKV * s.HD;
     att = qkv + 4 * r64(QD + 2 * KVD), gu = att + 4 * r64(QD), tb = gu + 4 * r64(s.H), part = tb + 4 * r64(s.C);
     hp = part + 4 * r64(s.NKV * max_splits * (s.NH / s.NKV) * (s.HD + 2));
-    acc = hp + 2 * int64_t(grid) * r64(s.C), acc_stride = r64(s.C);
-    bytes = acc + 8 * L * acc_stride;
+    bytes = hp + 2 * int64_t(grid) * r64(s.C);
   }
 };
 
@@ -763,12 +613,11 @@ Tensor pretile(const DecodeStackShape& s, int64_t L, std::vector<Layer>& host, c
   const int mode = ring_knob("ANVIL_DECODE_STACK_TILES", 0, 1, -1);  // -1: by the room left
   if (mode == 0) return Tensor();
   const auto info = gpu::device_info(gpu::current_device());
-  const bool split = split_down(s, info.compute_units);
-  const int64_t bytes = L * pretiled_layer_bytes(s, info.compute_units, split);
+  const int64_t bytes = L * pretiled_layer_bytes(s, info.compute_units);
   if (shared && shared->defined()) {
     ANVIL_CHECK(shared->numel() == bytes, "decode_stack", str("a shared FP8 tile copy of ", bytes, " B"),
                 shared->describe());
-    pretile_weights(s, info.compute_units, split, host, shared->data<uint8_t>(), false);
+    pretile_weights(s, info.compute_units, host, shared->data<uint8_t>(), false);
     return *shared;
   }
   if (mode < 0 && double(gpu::bytes_in_use()) + double(bytes) > 0.75 * double(info.total_memory)) return Tensor();
@@ -779,7 +628,7 @@ Tensor pretile(const DecodeStackShape& s, int64_t L, std::vector<Layer>& host, c
     if (mode == 1) throw;
     return Tensor();  // by default, out of memory keeps the tensor maps
   }
-  pretile_weights(s, info.compute_units, split, host, tiles.data<uint8_t>(), true);
+  pretile_weights(s, info.compute_units, host, tiles.data<uint8_t>(), true);
   if (shared) *shared = tiles;
   return tiles;
 }
@@ -842,20 +691,13 @@ DecodeStack::DecodeStack(const DecodeStackShape& s, const std::vector<DecodeStac
     for (size_t l = 0; l < layers.size(); l++)
       for (int m = 0; m < 4; m++) host[l].tmap[m] = tmaps_.data<uint8_t>() + (l * 4 + m) * 128;
     tiles_ = pretile(s, L_, host, dev, shared_tiles);
-    // The copy holds down split over its columns where that fits (split_down); ANVIL_DECODE_STACK_SPLIT_DOWN=0
-    // then reads down row-split through its tensor map instead (for A/B runs: slower than either copy).
-    if (tiles_.defined() && split_down(s, gpu::device_info(gpu::current_device()).compute_units)) {
-      down_split_ = ring_knob("ANVIL_DECODE_STACK_SPLIT_DOWN", 0, 1, 1) == 1;
-      if (!down_split_)
-        for (Layer& h : host) h.tiled[kMats - 1] = nullptr;
-    }
   }
   Tensor bytes = Tensor::empty({int64_t(host.size() * sizeof(Layer))}, DType::u8, Device::cpu());
   std::memcpy(bytes.data_ptr(), host.data(), host.size() * sizeof(Layer));
   table_ = bytes.to(dev);
   const int cus = gpu::device_info(gpu::current_device()).compute_units;
   max_splits_ = std::max<int64_t>(1, std::min<int64_t>(cus / s.NKV, (Tmax_ + kAttnRows - 1) / kAttnRows));
-  scratch_ = Tensor::zeros({Scratch(s, L_, max_splits_, cus).bytes}, DType::u8, dev);
+  scratch_ = Tensor::zeros({Scratch(s, max_splits_, cus).bytes}, DType::u8, dev);
   counters_ = Tensor::zeros({2 + s.NKV + kCounts}, DType::i32, dev);
 }
 
@@ -900,15 +742,10 @@ void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branc
   p.l2_first = !(l2 && std::strcmp(l2, "normal") == 0);
   p.h0 = h0.data<bf16>(), p.h1 = h1.data<bf16>(), p.branch = branch.data<bf16>();
   uint8_t* sb = static_cast<uint8_t*>(scratch_.data_ptr());
-  const Scratch sl(s_, L_, max_splits_, cus);
+  const Scratch sl(s_, max_splits_, cus);
   p.qkv = reinterpret_cast<uint32_t*>(sb + sl.qkv), p.att = reinterpret_cast<uint32_t*>(sb + sl.att);
   p.gu = reinterpret_cast<uint32_t*>(sb + sl.gu), p.tb = reinterpret_cast<uint32_t*>(sb + sl.tb);
   p.part = reinterpret_cast<float*>(sb + sl.part), p.hp = reinterpret_cast<bf16*>(sb + sl.hp);
-  p.acc = reinterpret_cast<unsigned long long*>(sb + sl.acc), p.acc_stride = int(sl.acc_stride);
-  p.down_split = down_split_ ? 1 : 0;
-  p.split_warps = ring_knob("ANVIL_DECODE_STACK_SPLIT_WARPS", 1, kWarps, kWarps);
-  p.ws_offset = down_scales_offset(s_, cus);
-  p.split_noadd = ring_knob("ANVIL_DECODE_STACK_SPLIT_NOADD", 0, 1, 0);
   p.counters = reinterpret_cast<unsigned*>(counters_.data_ptr());
   p.inv_freq = inv_freq_.data<float>(), p.start = start.data<int32_t>();
   const KernelFn k = fp8 ? pick<1>(int(s_.HD), int(G)) : pick<2>(int(s_.HD), int(G));

@@ -71,8 +71,6 @@ class DecodeStack {
   void run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branch) const;
   // Bytes of the pre-tiled FP8 copy this plan reads (0: none; the weights go through tensor maps).
   int64_t pretiled_bytes() const { return tiles_.defined() ? tiles_.numel() : 0; }
-  // FP8 pre-tiled: down split over its columns, its outputs summed across blocks (decode_stack_gpu.cuh).
-  bool down_split() const { return down_split_; }
 
  private:
   DecodeStackShape s_;
@@ -80,11 +78,9 @@ class DecodeStack {
   [[maybe_unused]] int64_t L_ = 0;
   [[maybe_unused]] int64_t Tmax_ = 0;
   [[maybe_unused]] DType wdt_ = DType::bf16;
-  bool down_split_ = false;
   [[maybe_unused]] int64_t max_splits_ = 1;  // attention splits per kv-head at most (scratch_ holds their partials)
   Tensor table_;    // the layer table (device copy of decode_stack.cu's Layer structs, as bytes)
-  Tensor scratch_;  // the hand-offs (tagged words), attention partials (f32), the blocks' residual copies (bf16),
-                    // down's summed outputs (down_split)
+  Tensor scratch_;  // the hand-offs (tagged words), attention partials (f32), the blocks' residual copies (bf16)
   Tensor counters_; // i32: [0] blocks done, [1, 1 + NKV) attention tickets, [1 + NKV] launch generation,
                     // then the hand-offs' arrival counts (decode_stack_gpu.cuh)
   Tensor tmaps_;    // FP8: the weights' tile maps (decode_stack.cu), 128 B per weight

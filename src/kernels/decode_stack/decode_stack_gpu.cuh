@@ -68,10 +68,6 @@ struct Params {
   int hold;               // chunks of a matrix after a hand-off issued before the producer's hold (hold_seq)
   int pace;               // FP8: SM cycles at least between two of the producer's copies (0: as fast as it goes)
   int pace_held;          // FP8: the same for the chunks a matrix issues before the producer's hold
-  int down_split;         // FP8 pre-tiled: down split over its columns, its outputs summed in acc (below)
-  int split_warps;        // EXPERIMENT: consumer warps that take down's row groups
-  int split_noadd;        // EXPERIMENT: skip the adds (wrong results; timing only)
-  int ws_offset;          // down_split: byte offset in the x region of down's C scales (staged per layer)
   float eps, scale_log2;  // attention scale * log2(e)
   bf16* h0;
   bf16* h1;
@@ -83,8 +79,6 @@ struct Params {
   uint32_t* gu;
   uint32_t* tb;
   bf16* hp;               // (grid, C): each block's own copy of the residual stream
-  unsigned long long* acc;  // down_split: (L, acc_stride) down's outputs as fixed-point sums with a count (below)
-  int acc_stride;
   float* part;            // (NKV, max_splits, G, HD + 2): m, l, acc
   unsigned* counters;     // [0] blocks done, [1 + g] attention tickets, [1 + NKV] launch generation,
                           // [1 + NKV + k] the blocks that wrote hand-off k (k = 1 .. kCounts) in this launch
@@ -198,116 +192,6 @@ struct Out {
 __device__ __forceinline__ Out<true> out_tagged(uint32_t* tw, uint32_t tag) { return {tw, tag}; }
 __device__ __forceinline__ Out<false> out_plain(bf16* y, int y0) { return {y - y0, 0}; }
 
-// ---- down split over its columns (FP8, pre-tiled) ---------------------------------------------------------------
-// Row-split, down needs all of silu(gate) * up (H = 14336 values at the 8B shape) in every block: one more hand-off a
-// layer, its 57 KB read by every block while the producer waits at its hold, ~4.3 µs of a 67 µs layer (eighteenth
-// round). Split over its columns, block b multiplies all C rows by its own columns, which are its rows of gate and
-// up, so down's input never leaves the block and the ring streams gate, up and down without a stop; each output is
-// then a sum of the blocks' partials, added in L2 (kept: docs/decode_kernels.md, nineteenth round).
-// The partials are added as 64-bit fixed point: round(v 2^kAccFrac) 2^kAccCountBits + 1, so a word is the sum times
-// 2^kAccCountBits plus the number of blocks that have added to it. Integer adds make the sum independent of their
-// order (the step stays deterministic, as with the row split), and the count makes each word its own flag, like a
-// tagged word: a reader takes it once the count is the number of contributing blocks, with no fence. 2^-24 is ~6e-8
-// of absolute resolution (below a bf16 rounding of any output above 1e-5); a partial must stay below 2^(53 - 24) /
-// grid in magnitude (4e6 on 132 SMs), else the kernel stops with a message. Each layer has its own words; block b
-// zeroes its slice of layer l's once every block has read them, for the next launch.
-// Relaxed 64-bit add and load at grid scope (as anvil_red_add_relaxed_gpu and anvil_load_relaxed_gpu for 32 bits).
-__device__ __forceinline__ void red_add_relaxed_u64(unsigned long long* p, unsigned long long v) {
-  asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ unsigned long long load_relaxed_u64(const unsigned long long* p) {
-  unsigned long long v;
-  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-constexpr int kAccFrac = 24, kAccCountBits = 10;
-constexpr unsigned long long kAccCountMask = (1ull << kAccCountBits) - 1;
-static __device__ __noinline__ void acc_range_failed(float v, float bound) {
-  printf("decode_stack: a partial sum of down's output, %g, is past the fixed-point range (|v| < %g); run with "
-         "ANVIL_DECODE_STACK_SPLIT_DOWN=0\n", double(v), double(bound));
-  __trap();
-}
-__device__ __forceinline__ void acc_add(unsigned long long* a, float v, float bound) {
-  if (!(fabsf(v) < bound)) acc_range_failed(v, bound);
-  const long long f = __float2ll_rn(v * float(1 << kAccFrac));
-  red_add_relaxed_u64(a, (static_cast<unsigned long long>(f) << kAccCountBits) + 1ull);
-}
-__device__ __forceinline__ float acc_value(unsigned long long w) {
-  return __ll2float_rn(static_cast<long long>(w) >> kAccCountBits) * (1.f / float(1 << kAccFrac));
-}
-// 4 bytes global -> shared, asynchronously (completes with anvil_cp_async_wait_all).
-__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(a), "l"(gmem) : "memory");
-}
-// EXPERIMENT: f32 sums with 16-byte vector adds (4x fewer L2 atomics), published by a fence and the count.
-constexpr bool kAccF32 = true;
-__device__ __forceinline__ void red_add_v4_f32(float* p, float a, float b, float c, float d) {
-  asm volatile("red.relaxed.gpu.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d)
-               : "memory");
-}
-template <int U, class Use>
-__device__ __forceinline__ void accf_packs(const float* a, int q0, int step, int n, Use use) {
-  uint4 w[2 * U];
-#pragma unroll
-  for (int i = 0; i < 2 * U; i++)
-    if (q0 + (i / 2) * step < n)
-      w[i] = anvil_load16_relaxed_gpu(reinterpret_cast<const uint32_t*>(a + 8 * (q0 + (i / 2) * step) + 4 * (i % 2)));
-  auto two = [](uint32_t x, uint32_t y) {
-    return uint32_t(from_f32<bf16>(__uint_as_float(x)).bits) | (uint32_t(from_f32<bf16>(__uint_as_float(y)).bits) << 16);
-  };
-#pragma unroll
-  for (int u = 0; u < U; u++) {
-    const int q = q0 + u * step;
-    if (q >= n) break;
-    const uint4 a0 = w[2 * u], a1 = w[2 * u + 1];
-    use(q, make_uint4(two(a0.x, a0.y), two(a0.z, a0.w), two(a1.x, a1.y), two(a1.z, a1.w)));
-  }
-}
-// The blocks that add to every word: those with columns of down (all of them unless H < grid).
-__device__ __forceinline__ unsigned acc_writers(const Params& p) { return unsigned(min(p.H, int(gridDim.x))); }
-// U packs of 8 sums at a + 8 q (q = q0, q0 + step, ... below n packs), handed to use(q, 8 bf16 as a uint4) once
-// every word has all `writers` adds; polled as tagged_packs polls tags.
-template <int U, class Use>
-__device__ __forceinline__ void acc_packs(const unsigned long long* a, int q0, int step, int n, unsigned writers,
-                                          Use use) {
-  uint4 w[4 * U];  // pack u: words 8 q .. 8 q + 7 as four 16-byte loads
-  auto load = [&](int i) {
-    return anvil_load16_relaxed_gpu(reinterpret_cast<const uint32_t*>(a + 8 * (q0 + (i / 4) * step) + 2 * (i % 4)));
-  };
-  auto complete = [&](const uint4& v) {
-    return (v.x & kAccCountMask) == writers && (v.z & kAccCountMask) == writers;
-  };
-#pragma unroll
-  for (int i = 0; i < 4 * U; i++)
-    if (q0 + (i / 4) * step < n) w[i] = load(i);
-  const long long t0 = clock64();
-  for (;;) {
-    bool all = true;
-#pragma unroll
-    for (int i = 0; i < 4 * U; i++)
-      if (q0 + (i / 4) * step < n && !complete(w[i])) all = false;
-    if (all) break;
-    __nanosleep(32);
-#pragma unroll
-    for (int i = 0; i < 4 * U; i++)
-      if (q0 + (i / 4) * step < n && !complete(w[i])) w[i] = load(i);
-    if (clock64() - t0 > kWaitCycles) wait_failed("down's summed outputs (count, expected)", w[0].x & kAccCountMask,
-                                                  writers);
-  }
-  auto word = [](uint32_t lo, uint32_t hi) { return (static_cast<unsigned long long>(hi) << 32) | lo; };
-  auto two = [&](const uint4& v) {  // two sums as a bf16 pair
-    return uint32_t(from_f32<bf16>(acc_value(word(v.x, v.y))).bits) |
-           (uint32_t(from_f32<bf16>(acc_value(word(v.z, v.w))).bits) << 16);
-  };
-#pragma unroll
-  for (int u = 0; u < U; u++) {
-    const int q = q0 + u * step;
-    if (q >= n) break;
-    use(q, make_uint4(two(w[4 * u]), two(w[4 * u + 1]), two(w[4 * u + 2]), two(w[4 * u + 3])));
-  }
-}
-
 // ---- the chunk schedule (producer and consumers compute the same one) ----------------------------------------
 struct Mat {
   const uint8_t* w;
@@ -370,13 +254,8 @@ __device__ __forceinline__ Plan plan_of(const Mat& m) {
 // up to whole tiles). The indexing is decode_stack_layout.h's.
 // Bytes of the pre-tiled copy of one layer's five matrices; and host[l].tiled pointed at layer l's in `out`, with
 // the copy written there when `write` (launches on the current stream).
-// Whether a block's columns of down fit a chunk's row group and x's C values (decode_stack_layout.h); the caller
-// decides (decode_stack.cu, also by the room for down's scales) and passes split_down: down is then copied split
-// over its columns.
-bool down_split_fits(const DecodeStackShape& s, int grid);
-int64_t pretiled_layer_bytes(const DecodeStackShape& s, int grid, bool split_down);
-void pretile_weights(const DecodeStackShape& s, int grid, bool split_down, std::vector<Layer>& host, uint8_t* out,
-                     bool write);
+int64_t pretiled_layer_bytes(const DecodeStackShape& s, int grid);
+void pretile_weights(const DecodeStackShape& s, int grid, std::vector<Layer>& host, uint8_t* out, bool write);
 
 // ---- consumer helpers --------------------------------------------------------------------------------------
 __device__ __forceinline__ void consumer_sync() { anvil_bar_sync(kBarConsumers, kConsumers); }

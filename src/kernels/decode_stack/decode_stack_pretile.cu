@@ -29,29 +29,6 @@ __global__ void pretile_kernel(const uint8_t* w, int N, int K, int grid, int ppr
   }
 }
 
-// down split over its columns (decode_stack_layout.h): one block per (block b, row group rg); thread i copies the
-// 16-byte run of row i / units of the group, unit i % units of b's columns (neighbouring threads read along a row),
-// zeros past C rows or b's width. w: (C, H) e4m3 bytes; b's columns start anywhere, so the run is read byte by byte
-// (once per plan).
-__global__ void pretile_down_kernel(const uint8_t* w, int C, int H, int grid, uint8_t* out) {
-  using namespace decode_stack_layout;
-  const int groups = ks_groups(C), b = int(blockIdx.x) / groups, rg = int(blockIdx.x) % groups;
-  const int k0 = share_start(H, b, grid), width = share_start(H, b + 1, grid) - k0, units = ks_units(H, b, grid);
-  uint8_t* dst = out + ks_block_offset(C, H, grid, b) + int64_t(rg) * units * kKsGroupUnitBytes;
-  for (int i = threadIdx.x; i < units * kTileRows; i += blockDim.x) {
-    const int u = i % units, rr = i / units, row = rg * kTileRows + rr;
-    uint8_t v[kKsUnit];
-#pragma unroll
-    for (int e = 0; e < kKsUnit; e++) {
-      const int k = u * kKsUnit + e;
-      v[e] = row < C && k < width ? w[int64_t(row) * H + k0 + k] : uint8_t(0);
-    }
-    uint8_t* o = dst + ks_lane_offset(units, u / 4, rr % 8, u % 4, rr >= 8);
-#pragma unroll
-    for (int e = 0; e < kKsUnit; e++) o[e] = v[e];
-  }
-}
-
 // Rows and columns of the stream's five matrices (mat_of's order: q|k|v, o, gate, up, down).
 void mat_dims(const DecodeStackShape& s, int64_t (&N)[kMats], int64_t (&K)[kMats]) {
   const int64_t QD = s.NH * s.HD, KVD = s.NKV * s.HD;
@@ -62,33 +39,19 @@ int64_t mat_bytes(int64_t N, int64_t K, int grid) {
   return int64_t(grid) * tiles_per_block(int(N), grid) * decode_stack_layout::pieces_per_row(int(K)) * kChunk;
 }
 
-// The copy's bytes of matrix m (down split over its columns where it can be).
-int64_t copy_bytes(const DecodeStackShape& s, int grid, bool split_down, int m, const int64_t (&N)[kMats],
-                   const int64_t (&K)[kMats]) {
-  if (m == kMats - 1 && split_down) return decode_stack_layout::ks_bytes(int(s.C), int(s.H), grid);
-  return mat_bytes(N[m], K[m], grid);
-}
-
 }  // namespace
 
-bool down_split_fits(const DecodeStackShape& s, int grid) {
-  const int units = decode_stack_layout::ks_units_max(int(s.H), grid);
-  // A row group of a block's columns fits a chunk, and its input fits x's C values (stage_swiglu_own).
-  return decode_stack_layout::ks_groups_per_chunk(units) > 0 && units * decode_stack_layout::kKsUnit <= s.C;
-}
-
-int64_t pretiled_layer_bytes(const DecodeStackShape& s, int grid, bool split_down) {
+int64_t pretiled_layer_bytes(const DecodeStackShape& s, int grid) {
   int64_t N[kMats], K[kMats], bytes = 0;
   mat_dims(s, N, K);
-  for (int m = 0; m < kMats; m++) bytes += copy_bytes(s, grid, split_down, m, N, K);
+  for (int m = 0; m < kMats; m++) bytes += mat_bytes(N[m], K[m], grid);
   return bytes;
 }
 
-void pretile_weights(const DecodeStackShape& s, int grid, bool split_down, std::vector<Layer>& host, uint8_t* out,
-                     bool write) {
+void pretile_weights(const DecodeStackShape& s, int grid, std::vector<Layer>& host, uint8_t* out, bool write) {
   int64_t N[kMats], K[kMats];
   mat_dims(s, N, K);
-  const int64_t layer_bytes = pretiled_layer_bytes(s, grid, split_down);
+  const int64_t layer_bytes = pretiled_layer_bytes(s, grid);
   for (size_t l = 0; l < host.size(); l++) {
     Layer& h = host[l];
     const uint8_t* src[kMats] = {h.w[0], h.w[1], h.w[2], h.w[2] + s.H * s.C, h.w[3]};  // up: gate|up's second half
@@ -96,16 +59,12 @@ void pretile_weights(const DecodeStackShape& s, int grid, bool split_down, std::
     for (int m = 0; m < kMats; m++) {
       const int ppr = decode_stack_layout::pieces_per_row(int(K[m]));
       const int64_t chunks = int64_t(grid) * tiles_per_block(int(N[m]), grid) * ppr;
-      if (write && m == kMats - 1 && split_down) {
-        const int64_t blocks = int64_t(grid) * decode_stack_layout::ks_groups(int(s.C));
-        pretile_down_kernel<<<unsigned(blocks), 128, 0, gpu::stream()>>>(src[m], int(s.C), int(s.H), grid, dst);
-        ANVIL_LAUNCH_CHECK();
-      } else if (write) {
+      if (write) {
         pretile_kernel<<<unsigned(chunks), 256, 0, gpu::stream()>>>(src[m], int(N[m]), int(K[m]), grid, ppr, dst);
         ANVIL_LAUNCH_CHECK();
       }
       h.tiled[m] = dst;
-      dst += copy_bytes(s, grid, split_down, m, N, K);
+      dst += mat_bytes(N[m], K[m], grid);
     }
   }
 }

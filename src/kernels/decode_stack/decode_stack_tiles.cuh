@@ -10,9 +10,11 @@ namespace anvil::decode_stack_gpu {
 
 // One step of a lane: 16 columns of rows pr and pr + 8 (w: row pr's 16 bytes; row pr + 8's are 8 rows = 1024 bytes
 // on, the same swizzle chunk since (pr + 8) % 8 = pr % 8), times x's 16 f16 at xs, into the 4 quads' sums.
-// mma_step: the same from registers (wlo, whi: the 16 weights of rows g and g + 8; x0, x1: x's 16 f16).
-__device__ __forceinline__ void mma_step(const uint4& wlo, const uint4& whi, const uint4& x0, const uint4& x1,
-                                         float (&d)[4][4]) {
+__device__ __forceinline__ void tile_step(const uint8_t* w, const uint8_t* xs, float (&d)[4][4]) {
+  const uint4 wlo = *reinterpret_cast<const uint4*>(w);
+  const uint4 whi = *reinterpret_cast<const uint4*>(w + 8 * 128);
+  const uint4 x0 = *reinterpret_cast<const uint4*>(xs);
+  const uint4 x1 = *reinterpret_cast<const uint4*>(xs + 16);
   const uint32_t wl[4] = {wlo.x, wlo.y, wlo.z, wlo.w}, wh[4] = {whi.x, whi.y, whi.z, whi.w};
   const uint32_t xx[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
 #pragma unroll
@@ -27,10 +29,6 @@ __device__ __forceinline__ void mma_step(const uint4& wlo, const uint4& whi, con
     const uint32_t b[2] = {xx[2 * q], xx[2 * q + 1]};
     anvil_mma16816<false>(d[q], a, b);
   }
-}
-__device__ __forceinline__ void tile_step(const uint8_t* w, const uint8_t* xs, float (&d)[4][4]) {
-  mma_step(*reinterpret_cast<const uint4*>(w), *reinterpret_cast<const uint4*>(w + 8 * 128),
-           *reinterpret_cast<const uint4*>(xs), *reinterpret_cast<const uint4*>(xs + 16), d);
 }
 
 // FP8 y[rows of this block] = x @ w^T on the tensor cores (mma.m16n8k16, f16 in, f32 sums). Why: decoding FP8 to
@@ -128,92 +126,6 @@ __device__ void gemm_tiles(const Params& p, const Mat& m, const float* ws, int w
     }
   }
   c += unsigned(pl.units * pl.ppr);
-}
-
-// FP8 down split over its columns (decode_stack_gpu.cuh has why; the copy's layout is decode_stack_layout.h's):
-// acc[r] += (W[r, the block's columns] . x) xinv ws[r] for every row r < C (ws: down's scales staged in shared
-// memory, per row or one), x the block's own units * 16 values
-// of down's input (f16 times a power of two, zeros past its width). Warp w takes row groups w, w + 12, ...; a
-// group is one m16n8k16 MMA per quad of each step, with the fragments of tile_step (lane (g, t) holds unit 4j + t
-// of rows g and g + 8, and x's 16 f16 of the same columns; a lane past the block's units in the last step gives
-// zeros). A chunk holds gpc whole groups, each taken by one warp; the last of them frees the slot.
-// Work per group is ~30 instructions a warp against ~1.8 KB of weights (0.05 µs of the SM's HBM share), so the
-// phase runs at the rate the chunks land, if the adds do not queue: every block adds to every output, and adds to
-// one L2 line are made one after another, so block b starts at chunk ks_first_chunk (the producer's order too) and
-// the blocks' adds meet ~grid / chunks at a time instead of all at once (measured: docs/decode_kernels.md).
-__device__ void gemm_down_split(const Params& p, const float* ws, int ws_stride, const uint8_t* ring,
-                                uint64_t* full, uint64_t* empty, volatile unsigned* issued, volatile unsigned* done,
-                                const bf16* x, float xinv, unsigned long long* acc, unsigned& c) {
-  using namespace decode_stack_layout;
-  const int units = ks_units(p.H, int(blockIdx.x), int(gridDim.x));
-  if (units == 0) return;  // no columns (H < grid): nothing to add, and acc_writers does not count this block
-  const int lane = threadIdx.x % kW, warp = threadIdx.x / kW, g = lane / 4, t = lane % 4;
-  const int groups = ks_groups(p.C), gpc = ks_groups_per_chunk(units), steps = (units + 3) / 4;
-  const int gbytes = units * kKsGroupUnitBytes;
-  const int chunks = (groups + gpc - 1) / gpc, first = ks_first_chunk(chunks, int(blockIdx.x), int(gridDim.x));
-  const float bound = float(1 << (53 - kAccFrac)) / float(gridDim.x);
-  const uint8_t* xb = reinterpret_cast<const uint8_t*>(x);
-  // The block's order: its chunks from `first` (the ring's order), each chunk's groups in turn; position s of that
-  // order goes to warp s mod W. Stepped, not divided: the first build's per-group divisions (~440 instructions a
-  // group with 12 warps sharing the issue slots) made the phase 2x slower than its bytes.
-  const int W = p.split_warps;
-  unsigned slot = c % unsigned(p.slots), use = c / unsigned(p.slots);
-  int ci = first, off = warp;  // off: the warp's first group in the current chunk ((warp - its start) mod W)
-  for (int k = 0; k < chunks && warp < W; k++) {
-    const int ng = min(gpc, groups - ci * gpc);
-    for (int gi = off; gi < ng; gi += W) {
-      const int rg = ci * gpc + gi;
-      const unsigned cc = c + unsigned(k);
-      if (lane == 0 && gi == 0) chunk_trace::stamp(cc, 3);
-      wait_chunk(issued, full, slot, use, cc);
-      if (lane == 0 && gi == 0) chunk_trace::stamp(cc, 4);
-      const uint8_t* wg = ring + size_t(slot) * kChunk + size_t(gi) * gbytes;
-      float d[4][4] = {};
-      for (int j = 0; j < steps; j++) {
-        const uint4 z = make_uint4(0, 0, 0, 0);
-        uint4 wlo = z, whi = z, x0 = z, x1 = z;
-        if (4 * j + t < units) {
-          wlo = *reinterpret_cast<const uint4*>(wg + ks_lane_offset(units, j, g, t, false));
-          whi = *reinterpret_cast<const uint4*>(wg + ks_lane_offset(units, j, g, t, true));
-          x0 = *reinterpret_cast<const uint4*>(xb + 32 * (4 * j + t));
-          x1 = *reinterpret_cast<const uint4*>(xb + 32 * (4 * j + t) + 16);
-        }
-        mma_step(wlo, whi, x0, x1, d);
-      }
-      if (lane == 0) chunk_trace::stamp_last(cc, 5);
-      release_slot(done, empty, slot, unsigned(ng));
-      if constexpr (kAccF32) {
-        float lo = (d[0][0] + d[1][0] + d[2][0] + d[3][0]) * xinv, hi = (d[0][2] + d[1][2] + d[2][2] + d[3][2]) * xinv;
-        float v[4];
-#pragma unroll
-        for (int i = 0; i < 4; i++) {  // lane L < 4 gathers rows 4L .. 4L + 3 (row r from lane 4 (r % 8))
-          const int r = (4 * lane + i) % kTileRows;
-          const float a = __shfl_sync(0xffffffffu, lo, 4 * (r % 8)), b = __shfl_sync(0xffffffffu, hi, 4 * (r % 8));
-          v[i] = lane < 2 ? a : b;
-        }
-        const int r0 = rg * kTileRows + 4 * lane;
-        if (lane < 4 && r0 < p.C && !p.split_noadd) {
-          if (ws)
-            for (int i = 0; i < 4; i++) v[i] *= ws[int64_t(min(r0 + i, p.C - 1)) * ws_stride];
-          red_add_v4_f32(reinterpret_cast<float*>(acc) + r0, v[0], v[1], v[2], v[3]);
-        }
-      } else if (t == 0) {  // D's column 0: rows g and g + 8 of the group
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-          const int r = rg * kTileRows + g + 8 * e;
-          if (r >= p.C) break;
-          float v = (d[0][2 * e] + d[1][2 * e] + d[2][2 * e] + d[3][2 * e]) * xinv;
-          if (ws) v *= ws[int64_t(r) * ws_stride];
-          acc_add(acc + r, v, bound);
-        }
-      }
-    }
-    off -= ng;
-    while (off < 0) off += W;
-    if (++slot == unsigned(p.slots)) slot = 0, use++;
-    if (++ci == chunks) ci = 0;
-  }
-  c += unsigned(chunks);
 }
 
 }  // namespace anvil::decode_stack_gpu

@@ -281,8 +281,7 @@ void LlamaModel::step(InferState& st_base, const Tensor& ids_in, Tensor& logits)
         st.decode_path = "one kernel per op (decode_stack needs " + st.stack_why + ")";
       else if (st.stack->pretiled_bytes() > 0)
         st.decode_path = str("every layer in one persistent launch (decode_stack; FP8 weights also pre-tiled, ",
-                             st.stack->pretiled_bytes() / 1000000, " MB",
-                             st.stack->down_split() ? "; down split over its columns" : "", ")");
+                             st.stack->pretiled_bytes() / 1000000, " MB)");
       else
         st.decode_path = "every layer in one persistent launch (decode_stack)";
     }
