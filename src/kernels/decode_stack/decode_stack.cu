@@ -84,8 +84,9 @@ const char* const kStampNames[kStamps] = {
 // 2.582 for the reload; the layer 68.4 -> 67.2 µs (gate|up 27.9 -> 27.1). bf16 lost with any pace (3.868 -> 3.895 at
 // 700, 4.131 at 900), so its copies are not paced. The chunks a matrix issues before its hold (they land under the
 // hand-off's reads) go further apart, p.pace_held: loop 2.633 / 2.620 / 2.567 / 2.539 ms/token at 0 / 380 / 760 /
-// 1500 cycles (one session); in a later one 2500 / 3000 gave 2.815 / 3.104 against 2.52 at 1500. The tensor-map tiles (no room for the pre-tiled copy) are paced
-// alike, unmeasured: their copies took ~0.69 µs a chunk (tenth round), so the pace seldom binds there.
+// 1500 cycles (one session); in a later one 2500 / 3000 gave 2.815 / 3.104 against 2.52 at 1500. The tensor-map
+// tiles (no room for the pre-tiled copy) are paced alike, unmeasured: their copies took ~0.69 µs a chunk (tenth
+// round), so the pace seldom binds there.
 template <int ES>
 __device__ void produce(const Params& p, uint8_t* ring, uint64_t* full, uint64_t* empty, volatile unsigned* issued,
                         volatile unsigned* opened) {
