@@ -7,7 +7,8 @@ ring: the producer's own path per chunk, the copies, or the consumers.
   tools/chunk_trace.py FILE --period 104 --phase gate+up:20-75 --phase down:76-103
                                                      per block, each phase from its first chunk's arrival to its
                                                      last chunk's release, and the spread over blocks (chunks
-                                                     are numbered within a period of this many: one layer)
+                                                     are numbered within a period of this many: one layer); then
+                                                     the per-chunk times of the phase's chunks alone
   tools/chunk_trace.py FILE --block 5 --timeline 60  block 5's first 60 chunks, event by event
 
 Events per chunk (µs): 0 the producer waits for the slot, 1 the slot is free, 2 the copy is issued, 3 / 4 the
@@ -89,6 +90,14 @@ def phases(a, first, period, specs):
         d = np.array(durs)  # periods x blocks
         print(f"{name:10s} {d.shape[0]} periods: block mean {d.mean():6.2f} µs, p10 {np.percentile(d, 10):6.2f}, "
               f"p90 {np.percentile(d, 90):6.2f}, slowest block (mean over periods) {d.max(axis=1).mean():6.2f}")
+        # The phase's chunks alone (a chunk's first stamp is the producer's; the last chunk's successor is left out).
+        js = np.array([j for base in range(first - first % period, first + a.shape[1], period)
+                       for j in range(base + lo - first, base + hi - first + 1) if 0 <= j < a.shape[1] - 1])
+        stats("  slot free -> copy issued", a[:, js, 2] - a[:, js, 1])
+        stats("  issued -> next chunk's wait", a[:, js + 1, 0] - a[:, js, 2])
+        stats("  issued -> seen full", a[:, js, 4] - a[:, js, 2])
+        stats("  consumer's wait", a[:, js, 4] - a[:, js, 3])
+        stats("  seen full -> last release", a[:, js, 5] - a[:, js, 4])
 
 
 def timeline(a, first, block, n):

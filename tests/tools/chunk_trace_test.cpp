@@ -46,7 +46,7 @@ TEST(ChunkTrace, ProducerCopiesConsumersAndPhaseSpread) {
   if (!has_numpy()) GTEST_SKIP() << "python3 with numpy not found";
   TempDir dir;
   const std::string path = trace(dir);
-  const std::string out = summary(path + " --period 4 --phase first4:0-3 --block 1 --timeline 2");
+  const std::string out = summary(path + " --period 4 --phase first4:0-3 --phase odd:1-1 --block 1 --timeline 2");
   // One chunk per 1000 ns on block 0 and per 2000 ns on block 1.
   EXPECT_NE(out.find("2 blocks x 1024 chunks; one chunk issued every 1.500 µs per block"), std::string::npos) << out;
   // Block 0's 100 / 200 / 700 ns, block 1's twice that: p10 is block 0's, p90 block 1's.
@@ -62,6 +62,10 @@ TEST(ChunkTrace, ProducerCopiesConsumersAndPhaseSpread) {
   // A period of 4 chunks: from chunk 0's arrival to chunk 3's release, 3000 + 800 ns on block 0.
   EXPECT_NE(out.find("first4     256 periods: block mean   5.70 µs, p10   3.80, p90   7.60, slowest block (mean over "
                      "periods)   7.60"),
+            std::string::npos)
+      << out;
+  // The phase's chunks alone: chunk 1 of each period (odd j), whose consumer waits 600 ns (block 0) or 1200.
+  EXPECT_NE(out.find("    consumer's wait                    mean  0.900  p10  0.600  p50  0.900  p90  1.200"),
             std::string::npos)
       << out;
   // Block 1's stamps from its own first one (2000 cycles): chunk 257's slot wait begins 2 µs in.
