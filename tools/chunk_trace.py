@@ -90,7 +90,7 @@ def phases(a, first, period, specs):
         d = np.array(durs)  # periods x blocks
         print(f"{name:10s} {d.shape[0]} periods: block mean {d.mean():6.2f} µs, p10 {np.percentile(d, 10):6.2f}, "
               f"p90 {np.percentile(d, 90):6.2f}, slowest block (mean over periods) {d.max(axis=1).mean():6.2f}")
-        # The phase's chunks alone (a chunk's first stamp is the producer's; the last chunk's successor is left out).
+        # The phase's chunks alone; the trace's last chunk is left out (it has no next chunk to wait for).
         js = np.array([j for base in range(first - first % period, first + a.shape[1], period)
                        for j in range(base + lo - first, base + hi - first + 1) if 0 <= j < a.shape[1] - 1])
         stats("  slot free -> copy issued", a[:, js, 2] - a[:, js, 1])
