@@ -23,11 +23,13 @@ struct SG {
   // Stress: x rows scaled by powers of two from 2^-60 to 2^24 (FP8 weights on f16 MMAs stage bf16 x as f16,
   // whose range is 2^-24..65504), and NaN codes in three weight rows (their outputs must be NaN, every row's).
   bool wide = false, nan_rows = false;
+  bool tiles = false;  // w also pre-tiled (skinny_gemm_tiles): the GPU's ring kernel reads that copy
 };
 
 std::string sg_id(const SG& s) {
   return str("skinny_gemm(", dtype_name(s.x), "x", dtype_name(s.w), "->", dtype_name(s.y), ",M=", s.M, ",N=", s.N,
-             ",K=", s.K, scale_name(s.scale), s.wide ? ",wide_x" : "", s.nan_rows ? ",nan_w" : "", ")");
+             ",K=", s.K, scale_name(s.scale), s.wide ? ",wide_x" : "", s.nan_rows ? ",nan_w" : "",
+             s.tiles ? ",tiles" : "", ")");
 }
 
 std::vector<Check> run_sg(const Ctx& ctx, const SG& s) {
@@ -50,7 +52,7 @@ std::vector<Check> run_sg(const Ctx& ctx, const SG& s) {
   Tensor tws = ws.empty() ? Tensor() : make(ws, {int64_t(ws.size())}, DType::f32, ctx.device);
   // Filled with garbage-like values: the kernel must overwrite every element.
   Tensor ty = make(rand_normal(size_t(s.M * s.N), ctx.seed, 4, 1e3f, s.y), {s.M, s.N}, s.y, ctx.device);
-  skinny_gemm(tx, tw, tws, ty);
+  skinny_gemm(tx, tw, tws, ty, s.tiles ? skinny_gemm_tiles(tw) : Tensor());
   std::vector<double> ref(size_t(s.M * s.N)), wsd = to_double(ws);
   skinny_gemm_ref(to_double(x).data(), to_double(w).data(), ws.empty() ? nullptr : wsd.data(),
                   s.scale == Scale::per_channel, ref.data(), s.M, s.N, s.K);
@@ -111,6 +113,17 @@ OpCase error_case() {
       Tensor wt = T({32, 16}, DType::bf16).transpose(0, 1);
       skinny_gemm(x, wt, none, y);
     }, "contiguous"));
+    r.push_back(expect_error("w_tiles dtype", [&] { skinny_gemm(x, w, none, y, T({16384}, DType::f32)); },
+                             "w_tiles of dtype u8"));
+    if (ctx.device.is_gpu()) {  // tiles of another weight, or tiles where no kernel reads them
+      Tensor xl = T({1, 256}, DType::bf16), wl = T({2048, 256}, DType::bf16), yl = T({1, 2048}, DType::bf16);
+      Tensor other = skinny_gemm_tiles(T({1024, 256}, DType::bf16));
+      if (other.defined())
+        r.push_back(expect_error("w_tiles of another w", [&] { skinny_gemm(xl, wl, none, yl, other); },
+                                 "skinny_gemm_tiles(w) on this GPU"));
+      r.push_back(expect_error("w_tiles nothing reads", [&] { skinny_gemm(x, w, none, y, T({16384}, DType::u8)); },
+                               "no kernel reads them"));
+    }
     return r;
   };
   return c;
@@ -277,16 +290,19 @@ std::vector<OpCase> cases() {
         const DType y = floats[r % 3];
         const Scale sc = dtype_is_fp8(wx.w) ? (r % 2 ? Scale::per_channel : Scale::per_tensor) : Scale::none;
         r++;
-        SG s{nk.N == 2112 && M == 9 ? 16 : M, nk.N, nk.K, wx.x, wx.w, y, sc};
-        OpCase c{"skinny_gemm", sg_id(s)};
-        c.test = [=](const Ctx& ctx) { return run_sg(ctx, s); };
-        out.push_back(c);
+        for (bool tiles : {false, true}) {  // through the tensor map, and from the pre-tiled copy
+          SG s{nk.N == 2112 && M == 9 ? 16 : M, nk.N, nk.K, wx.x, wx.w, y, sc};
+          s.tiles = tiles;
+          OpCase c{"skinny_gemm", sg_id(s)};
+          c.test = [=](const Ctx& ctx) { return run_sg(ctx, s); };
+          out.push_back(c);
+        }
       }
   // bf16 x of every magnitude and NaN weight codes, through each FP8 path (the ring's f16 staging for e4m3fn).
   // One row of 2112 x 14336 (30 MB of e4m3fn) takes the staging at one row; 4100 x 1408 there keeps the register
   // kernels.
-  auto wide = [&](int64_t M, int64_t N, int64_t K, DType w) {
-    SG s{M, N, K, DType::bf16, w, DType::f32, Scale::per_channel, true, dtype_is_fp8(w)};
+  auto wide = [&](int64_t M, int64_t N, int64_t K, DType w, bool tiles = false) {
+    SG s{M, N, K, DType::bf16, w, DType::f32, Scale::per_channel, true, dtype_is_fp8(w), tiles};
     if (!dtype_is_fp8(w)) s.scale = Scale::none;
     OpCase c{"skinny_gemm", sg_id(s)};
     c.test = [=](const Ctx& ctx) { return run_sg(ctx, s); };
@@ -295,6 +311,8 @@ std::vector<OpCase> cases() {
   for (DType w : {DType::e4m3fn, DType::e4m3fnuz, DType::bf16})
     for (int64_t M : {1, 4, 9, 16}) wide(M, 4100, 1408, w);
   wide(1, 2112, 14336, DType::e4m3fn);
+  wide(1, 2112, 14336, DType::e4m3fn, true);
+  wide(16, 4100, 1408, DType::e4m3fnuz, true);
   out.push_back(error_case());
 
   // Fused prologues. K = 1000 takes the byte-load path for bf16 weights (2000-byte rows); K = 4096 is one whole
@@ -316,31 +334,42 @@ std::vector<OpCase> cases() {
 
   // Perf: Llama-3.1-8B decode projections, bf16 activations and outputs; bytes = weights + x + y (the weight
   // stream is the floor; the lead compares GB/s to the copy ceiling).
+  // Last, e4m3fn with f16 x: the ring's f16 MMAs take it as it comes, with no converter warps and no per-piece
+  // rescale (bf16 x needs both), and from 9 rows the hardware conversion too.
   struct P { int64_t N, K; const char* name; };
-  for (DType wd : {DType::bf16, DType::e4m3fn})
+  struct V { bool tiles; DType wd, xd; };
+  const DType bf = DType::bf16, e4 = DType::e4m3fn;
+  for (V v : {V{false, bf, bf}, V{false, e4, bf}, V{true, bf, bf}, V{true, e4, bf}, V{true, e4, DType::f16}})
     for (P pr : {P{6144, 4096, "qkv"}, P{4096, 4096, "o"}, P{28672, 4096, "gate_up"}, P{4096, 14336, "down"}})
       for (int64_t M : {1, 4, 16}) {
-        OpCase c{"skinny_gemm", str("skinny_gemm_perf(", dtype_name(wd), ",llama8b_", pr.name, ",M=", M, ",N=", pr.N,
-                                    ",K=", pr.K, ")")};
+        const bool tiles = v.tiles;
+        const DType wd = v.wd, xd = v.xd;
+        OpCase c{"skinny_gemm", str("skinny_gemm_perf(", dtype_name(wd), xd == DType::f16 ? ",f16x" : "", ",llama8b_",
+                                    pr.name, ",M=", M, ",N=", pr.N, ",K=", pr.K, tiles ? ",tiles" : "", ")")};
         c.perf = [=](const Ctx& ctx) {
           const int64_t N = pr.N, K = pr.K;
-          Tensor x = make(rand_normal(size_t(M * K), ctx.seed, 1, 1.f, DType::bf16), {M, K}, DType::bf16, ctx.device);
+          Tensor x = make(rand_normal(size_t(M * K), ctx.seed, 1, 1.f, xd), {M, K}, xd, ctx.device);
           Tensor w = make(rand_normal(size_t(N * K), ctx.seed, 2, dtype_is_fp8(wd) ? 4.f : 0.02f, wd), {N, K}, wd,
                           ctx.device);
           Tensor ws = dtype_is_fp8(wd) ? make(rand_uniform(size_t(N), ctx.seed, 3, 1e-3f, 1e-2f, DType::f32), {N},
                                               DType::f32, ctx.device)
                                        : Tensor();
-          Tensor y = Tensor::empty({M, N}, DType::bf16, ctx.device);
+          Tensor y = Tensor::empty({M, N}, xd, ctx.device);
           PerfResult r;
-          r.us = time_us(ctx, [&] { skinny_gemm(x, w, ws, y); });
+          Tensor wt = tiles ? skinny_gemm_tiles(w) : Tensor();
+          r.us = time_us(ctx, [&] { skinny_gemm(x, w, ws, y, wt); });
           // As a decode step runs it: launches back to back in a graph, each on its own copy of the weight (so
           // none is read from L2), the next one's first weights in flight under the previous one's tail.
           if (ctx.device.is_gpu()) {
             const int count = int(std::max<int64_t>(4, (int64_t(256) << 20) / (N * K * dtype_size(wd)) + 1));
-            std::vector<Tensor> wv{w}, yv{y};
-            for (int i = 1; i < count; i++)
-              wv.push_back(w.clone()), yv.push_back(Tensor::empty({M, N}, DType::bf16, ctx.device));
-            r.graph_us = time_us_graph(ctx, count, [&](int i) { skinny_gemm(x, wv[size_t(i)], ws, yv[size_t(i)]); });
+            std::vector<Tensor> wv{w}, tv{wt}, yv{y};
+            for (int i = 1; i < count; i++) {
+              wv.push_back(w.clone()), yv.push_back(Tensor::empty({M, N}, xd, ctx.device));
+              tv.push_back(tiles ? skinny_gemm_tiles(wv.back()) : Tensor());
+            }
+            r.graph_us = time_us_graph(ctx, count, [&](int i) {
+              skinny_gemm(x, wv[size_t(i)], ws, yv[size_t(i)], tv[size_t(i)]);
+            });
           }
           r.flops = 2.0 * double(M) * double(N) * double(K);
           r.bytes = double(N * K) * double(dtype_size(wd)) + 2.0 * double(M * K) + 2.0 * double(M * N);

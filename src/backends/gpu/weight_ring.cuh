@@ -9,6 +9,7 @@
 #include <string>
 
 #include "backends/gpu/common.cuh"
+#include "backends/gpu/ring_layout.h"
 
 #ifdef ANVIL_HAS_BULK_COPY
 namespace anvil::gpu::ring {
@@ -16,6 +17,9 @@ namespace anvil::gpu::ring {
 constexpr int kChunk = 16384;    // bytes per ring slot
 constexpr int kTileRows = 16;    // weight rows per tile: the MMA's m
 constexpr int kTileBytes = kChunk / kTileRows;  // bytes of each row per tile: 8 lines of 128
+static_assert(kChunk == ring_layout::kChunkBytes && kTileRows == ring_layout::kTileRows &&
+                  kTileBytes == ring_layout::kPieceBytes,
+              "the pre-tiled copy's chunks are the ring's");
 
 // Byte offset in a tile slot of row r, byte k of the row's 1024 (k a multiple of 16). The tile lands as
 // [128-byte line k / 128][row][128 B] under the 128-byte swizzle: the 16-byte chunk (k / 16) % 8 of line
@@ -83,6 +87,16 @@ inline std::string encode_weight_tiles(void* map128, const void* base, uint64_t 
   const uint32_t box[3] = {16, uint32_t(kTileRows), uint32_t(kTileBytes / 128)};
   return vendor::encode_tile_map(map128, 3, 8, base, dims, strides, box, true);
 }
+
+// ---- pre-tiled copies (weight_ring_pretile.cu) ------------------------------------------------------------------
+// Through a tensor map (encode_weight_tiles) a tile is 16 runs of 1 KB, one per weight row (4-28 KB apart), and the
+// copy engine moved such chunks slower than a linear 16 KB: ~0.69 against ~0.57 µs per chunk per SM on the H200
+// (docs/decode_kernels.md, tenth round). Pre-tiled, block b's tile u, piece i of a matrix is one 16 KB chunk of a
+// second copy (ring_layout.h: pretiled_chunk), laid out as a ring slot holds it, and one linear bulk copy moves it.
+// The cost is that copy: ~3% more bytes than the matrix (the shares round up to whole tiles).
+// Writes the copy of w (N rows of row_bytes bytes, 16-byte aligned, row_bytes a multiple of 16) for a grid of
+// `grid` blocks into out (ring_layout::pretiled_bytes(N, row_bytes, grid) bytes); launches on the current stream.
+void pretile(const void* w, int N, int64_t row_bytes, int grid, uint8_t* out);
 
 }  // namespace anvil::gpu::ring
 #endif  // ANVIL_HAS_BULK_COPY

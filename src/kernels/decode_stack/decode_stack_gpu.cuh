@@ -11,7 +11,6 @@
 #include "backends/gpu/common.cuh"
 #include "backends/gpu/weight_ring.cuh"
 #include "kernels/decode_stack/decode_stack.h"
-#include "kernels/decode_stack/decode_stack_layout.h"
 #include "kernels/decode_stack/decode_stack_tags.h"
 
 #ifdef ANVIL_HAS_BULK_COPY
@@ -23,9 +22,9 @@ using gpu::ring::release_slot;
 using gpu::ring::tile_offset;
 using gpu::ring::wait_chunk;
 using gpu::ring::wait_failed;
-using decode_stack_layout::pretiled_chunk;
-using decode_stack_layout::share_start;
-using decode_stack_layout::tiles_per_block;
+using ring_layout::pretiled_chunk;
+using ring_layout::share_start;
+using ring_layout::tiles_per_block;
 
 constexpr int kW = gpu::kWarpSize;
 constexpr int kWarps = 12;                        // consumer warps
@@ -44,8 +43,6 @@ constexpr int kTileK = gpu::ring::kTileBytes;     // 1024 FP8 columns: 8 blocks 
 constexpr int kTileQuarters = 4;                  // warps per tile, each a quarter of every piece's columns
 constexpr int kTileGroups = kWarps / kTileQuarters;
 static_assert(kWarps % kTileQuarters == 0, "FP8 tile groups");
-static_assert(kTileRows == decode_stack_layout::kTileRows && kTileK == decode_stack_layout::kTileCols,
-              "the pre-tiled copy's tiles are the ring's");
 
 struct Layer {
   const uint8_t* w[4];    // q|k|v (QD + 2 KVD, C), o (C, QD), gate|up (2H, C), down (C, H)
@@ -228,7 +225,7 @@ __device__ __forceinline__ Plan plan_of(const Mat& m) {
   const int row_bytes = m.K * ES;
   if constexpr (ES == 1) {
     pl.rpc = kTileRows, pl.pe = kTileK;
-    pl.ppr = decode_stack_layout::pieces_per_row(m.K);
+    pl.ppr = ring_layout::pieces_per_row(m.K);
     pl.units = (pl.r1 - pl.r0 + kTileRows - 1) / kTileRows;
   } else if (row_bytes <= kChunk) {
     pl.rpc = kChunk / row_bytes, pl.ppr = 1, pl.pe = m.K;
@@ -245,13 +242,8 @@ __device__ __forceinline__ Plan plan_of(const Mat& m) {
 }
 
 // ---- FP8 weights pre-tiled (decode_stack_pretile.cu) ----------------------------------------------------------
-// Through the tensor map, a tile is 16 runs of 1 KB, one per weight row (4-14 KB apart), and the copy engine moved
-// FP8 chunks slower than bf16's linear 16 KB: ~0.69 against ~0.57 µs per chunk per SM (docs/decode_kernels.md,
-// tenth round), so FP8's GEMM phases ran at ~4.0 TB/s where bf16's reach 4.7. Pre-tiled, block b's tile u, piece
-// i of a matrix (N rows, ppr pieces a row) is 16 KB chunk pretiled_chunk(N, ppr, grid, b, u, i) of its copy, laid
-// out as a ring slot holds it (tile_offset; rows past the block's share and columns past K are zeros), and one
-// linear bulk copy moves it. The cost is a second copy of the FP8 weights (~3% more than them: the shares round
-// up to whole tiles). The indexing is decode_stack_layout.h's.
+// Every matrix of the stream (mat_of's five: gate and up apart) as gpu::ring::pretile lays it out for this grid, so
+// the producer moves each FP8 chunk with one linear bulk copy (why: weight_ring.cuh).
 // Bytes of the pre-tiled copy of one layer's five matrices; and host[l].tiled pointed at layer l's in `out`, with
 // the copy written there when `write` (launches on the current stream).
 int64_t pretiled_layer_bytes(const DecodeStackShape& s, int grid);

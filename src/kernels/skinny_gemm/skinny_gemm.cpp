@@ -56,7 +56,7 @@ void check_act(const char* op, const char* name, const Tensor& t, const Shape& s
 
 }  // namespace
 
-void skinny_gemm(const Tensor& x, const Tensor& w, const Tensor& w_scale, Tensor& y) {
+void skinny_gemm(const Tensor& x, const Tensor& w, const Tensor& w_scale, Tensor& y, const Tensor& w_tiles) {
   const char* op = "skinny_gemm";
   check_defined(op, "x", x);
   check_dim(op, "x", x, 2);
@@ -67,11 +67,40 @@ void skinny_gemm(const Tensor& x, const Tensor& w, const Tensor& w_scale, Tensor
               x.describe());
   check_w_y(op, x, "x", M, K, w, w_scale, y);
   check_no_alias(op, y, x, "x");
+  if (w_tiles.defined()) {  // its size is checked against this GPU's grid where the ring kernel reads it
+    check_dim(op, "w_tiles", w_tiles, 1);
+    check_contiguous(op, "w_tiles", w_tiles);
+    check_dtype(op, "w_tiles", w_tiles, DType::u8);
+    check_same_device(op, x, "x", w_tiles, "w_tiles");
+  }
   if (x.device().is_cpu()) return skinny_gemm_cpu(x, Tensor(), w, w_scale, 1.f, y);
 #ifdef ANVIL_HAS_GPU
-  return skinny_gemm_gpu(x, Tensor(), w, w_scale, 1.f, y);
+  return skinny_gemm_gpu(x, Tensor(), w, w_scale, 1.f, y, w_tiles);
 #else
   ANVIL_THROW(op, "a CPU tensor (this build has no GPU backend)", x.describe());
+#endif
+}
+
+Tensor skinny_gemm_tiles(const Tensor& w) {
+  check_defined("skinny_gemm_tiles", "w", w);
+  check_dim("skinny_gemm_tiles", "w", w, 2);
+  check_contiguous("skinny_gemm_tiles", "w", w);
+  if (!w.device().is_gpu()) return Tensor();
+#ifdef ANVIL_HAS_GPU
+  return skinny_gemm_tiles_gpu(w);
+#else
+  return Tensor();
+#endif
+}
+
+int64_t skinny_gemm_tiles_bytes(const Tensor& w) {
+  check_defined("skinny_gemm_tiles", "w", w);
+  check_dim("skinny_gemm_tiles", "w", w, 2);
+  if (!w.device().is_gpu()) return 0;
+#ifdef ANVIL_HAS_GPU
+  return skinny_gemm_tiles_bytes_gpu(w);
+#else
+  return 0;
 #endif
 }
 

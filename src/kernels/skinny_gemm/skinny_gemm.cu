@@ -484,13 +484,24 @@ bool run(Params p, const Tensor& w, const Tensor& x_scale, const Tensor& w_scale
 
 
 void skinny_gemm_gpu(const Tensor& x, const Tensor& x_scale, const Tensor& w, const Tensor& w_scale, float alpha,
-                     Tensor& y) {
+                     Tensor& y, const Tensor& w_tiles) {
   Params p{};
   p.M = int(x.size(0)), p.K = int(x.size(1));
   p.x = x.data_ptr(), p.x_dtype = x.dtype();
+  if (w_tiles.defined()) {
+    const int64_t want = ring_tiles_bytes(w);
+    ANVIL_CHECK(want == w_tiles.numel(), "skinny_gemm",
+                want ? str("w_tiles of ", want, " bytes (skinny_gemm_tiles(w) on this GPU)")
+                     : std::string("no w_tiles: no kernel reads them for this w on this GPU"),
+                str(w_tiles.numel(), " bytes"));
+    p.w_tiles = w_tiles.data<uint8_t>();
+  }
   p.pro = kProPlain;
   run(p, w, x_scale, w_scale, alpha, y);  // the plain staging always fits
 }
+
+Tensor skinny_gemm_tiles_gpu(const Tensor& w) { return skinny::ring_tiles(w); }
+int64_t skinny_gemm_tiles_bytes_gpu(const Tensor& w) { return skinny::ring_tiles_bytes(w); }
 
 void skinny_gemm_fused_gpu(const SkinnyPrologue& pro, const Tensor& w, const Tensor& w_scale, Tensor& y) {
   Params p{};

@@ -19,7 +19,8 @@
 //          (mma.m16n8k16) kernel with the same contract (ANVIL_SKINNY_MMA=0 turns it off; docs/decode_kernels.md);
 //          on sm_90+ a ring kernel (skinny_gemm_ring.cu: weights and x through bulk copies into shared memory, the
 //          same MMAs; e4m3fn converted in hardware at 1..8 rows) takes 16-bit and e4m3fn weights at 1..16 rows
-//          (e4m3fn: not one row of a weight under 20 MB) and e4m3fnuz at 9..16 (ANVIL_SKINNY_RING=0 / 2).
+//          (e4m3fn: not one row of a weight under 20 MB) and e4m3fnuz at 9..16 (ANVIL_SKINNY_RING=0 / 2); given
+//          w_tiles (skinny_gemm_tiles), it reads w from that pre-tiled copy (bf16 3-8% faster, FP8 0-2%).
 //          matmul / matmul_fwd / matmul_fp8 route M <= kSkinnyMaxRows products here on the GPU (matmul.cu).
 #pragma once
 #include "core/tensor.h"
@@ -45,8 +46,17 @@ constexpr int64_t kSkinnyCrossoverRows = 0;
 constexpr int64_t kSkinnyCrossoverRows = 1;
 #endif
 
-// Front-end: checks every argument, then runs on x's device.
-void skinny_gemm(const Tensor& x, const Tensor& w, const Tensor& w_scale, Tensor& y);
+// Front-end: checks every argument, then runs on x's device. w_tiles, optional: skinny_gemm_tiles(w), made once
+// when the weight is loaded; the ring kernel then moves each 16 KB chunk of w with one linear copy.
+void skinny_gemm(const Tensor& x, const Tensor& w, const Tensor& w_scale, Tensor& y,
+                 const Tensor& w_tiles = Tensor());
+
+// w (N, K) pre-tiled for the ring kernel on w's GPU: u8 (bytes), each block's 16-row tiles of w as 16 KB chunks
+// in the layout of a shared-memory ring slot (backends/gpu/weight_ring.cuh), ~3% larger than w. Undefined where
+// no kernel would read it (CPU, HIP, GPUs without bulk copies, rows that are not whole 128-byte lines). A copy:
+// remake it if w changes. Made on the current stream.
+Tensor skinny_gemm_tiles(const Tensor& w);
+int64_t skinny_gemm_tiles_bytes(const Tensor& w);  // the size skinny_gemm_tiles(w) would have, 0 when undefined
 
 // What the fused kernel stages as x (M, K), computed from the previous kernel's inputs:
 //   rms_norm / add_rms_norm: h = a (+ b, rounded to a's dtype: add_rms_norm's h, written to h_out), and
@@ -99,7 +109,9 @@ void skinny_gemm_ref(const double* x, const double* w, const double* w_scale, bo
 void skinny_gemm_cpu(const Tensor& x, const Tensor& x_scale, const Tensor& w, const Tensor& w_scale, float alpha,
                      Tensor& y);
 void skinny_gemm_gpu(const Tensor& x, const Tensor& x_scale, const Tensor& w, const Tensor& w_scale, float alpha,
-                     Tensor& y);
+                     Tensor& y, const Tensor& w_tiles = Tensor());
+Tensor skinny_gemm_tiles_gpu(const Tensor& w);
+int64_t skinny_gemm_tiles_bytes_gpu(const Tensor& w);
 // Whether products of 2..16 rows take the tensor-core kernel on GPU d (CUDA sm_80+, ANVIL_SKINNY_MMA not 0).
 bool skinny_gemm_has_mma(Device d);
 

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "backends/gpu/common.cuh"
+#include "core/tensor.h"
 
 namespace anvil::skinny {
 
@@ -25,6 +26,7 @@ struct Params {
   const void* x;
   DType x_dtype;
   const void* w;
+  const uint8_t* w_tiles;  // ring kernel: w pre-tiled for its grid (gpu::ring::pretile), or null (tensor map)
   void* y;
   DType y_dtype;
   float* part;           // (S, M, N) f32 split-K partial sums, or null: the kernel writes y
@@ -132,5 +134,9 @@ bool try_mma(const Params& p, DType wd, bool w_vec, Device dev);
 // small weight; e4m3fnuz: 9..16), on CUDA sm_90+ (bulk copies and tensor maps), 16-byte aligned x and w, rows of w a
 // multiple of 128 bytes, and ANVIL_SKINNY_RING not 0 (2: every row count).
 bool try_ring(const Params& p, DType wd);
+// w (N, K) pre-tiled for the ring kernel on the current GPU (Params::w_tiles), or an undefined tensor where the
+// ring never reads w (no bulk copies, rows not whole 128-byte lines, a weight dtype it does not take).
+Tensor ring_tiles(const Tensor& w);
+int64_t ring_tiles_bytes(const Tensor& w);  // ring_tiles(w)'s size, or 0 where it is undefined
 
 }  // namespace anvil::skinny

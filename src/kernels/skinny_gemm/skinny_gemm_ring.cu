@@ -9,7 +9,8 @@
 // Work (one block per SM: 12 consumer warps and a producer warp whose lane 0 issues every copy):
 // - Block b owns the rows [N b / G, N (b + 1) / G) of w, cut into tiles of 16 rows (the MMA's m; a block's last
 //   tile also reads rows of the next block, or zeros past N, and does not store them) and each row into pieces
-//   of 1024 bytes (512 bf16 or 1024 fp8 columns). A chunk = (tile, piece) = one 16 KB tiled copy.
+//   of 1024 bytes (512 bf16 or 1024 fp8 columns). A chunk = (tile, piece) = one 16 KB tiled copy through w's
+//   tensor map, or, given w_tiles (skinny_gemm_tiles: the same shares), one linear copy of the pre-tiled chunk.
 // - x comes through the copy engine too: per piece, one tiled copy of that piece's columns for XR rows (the
 //   power of two >= M; rows past M arrive as zeros) into one of two x slots. So the consumers read no global
 //   memory at all: a load from L2 would queue behind the bulk data already headed to the SM (~0.4 µs per 16 KB
@@ -97,16 +98,31 @@ int pass_tiles(int units) {
 }
 __device__ __forceinline__ Pass pass_of(int units, int tp, int q) { return {q * tp, min(units, (q + 1) * tp)}; }
 
-__device__ void ring_produce(const RingCfg& rc, const RingMaps& maps, int r0, int units, int passes, uint8_t* ring,
-                             uint8_t* xs, uint64_t* full, uint64_t* empty, volatile unsigned* issued,
-                             uint64_t* xfull, uint64_t* xempty, volatile unsigned* xissued) {
+// The weights the ring reads: bf16, f16, e4m3fn, e4m3fnuz, rows of whole 128-byte lines and whole 64-value x
+// lines, on a GPU with bulk copies and bf16 MMAs.
+bool ring_reads(const DeviceInfo& info, DType wd, int64_t K) {
+  const bool dt = wd == DType::bf16 || wd == DType::f16 || wd == DType::e4m3fn || wd == DType::e4m3fnuz;
+  return info.bulk_copy && info.bf16_compute && dt && (K * dtype_size(wd)) % 128 == 0 && K % 64 == 0;
+}
+int ring_grid(const DeviceInfo& info, int N) { return std::min(info.compute_units, gpu::ceil_div(N, kTileRows)); }
+
+// wt: the block's first chunk of the pre-tiled copy (its chunks follow tile-major), or null: the tensor map.
+__device__ void ring_produce(const RingCfg& rc, const RingMaps& maps, const uint8_t* wt, int r0, int units,
+                             int passes, uint8_t* ring, uint8_t* xs, uint64_t* full, uint64_t* empty,
+                             volatile unsigned* issued, uint64_t* xfull, uint64_t* xempty, volatile unsigned* xissued) {
   const uint64_t policy = anvil_l2_evict_first();  // weights are read once: x and y stay in L2
   unsigned c = 0, xc = 0;
+  // Copies go out as soon as their slot frees. Spaced at least 600 / 900 SM cycles apart, as decode_stack's FP8
+  // producer is, the e4m3fn projections took 0-1% / 1-7% longer (H200, in a graph; docs/decode_kernels.md,
+  // twentieth round): the ring alone is not hurt by bursts.
   auto copy_w = [&](int tile, int piece) {
     const unsigned slot = c % unsigned(rc.slots), use = c / unsigned(rc.slots);
     gpu::ring::claim_slot(full, empty, slot, use, kChunk, c);
-    anvil_tile_copy_g2s_3d(ring + size_t(slot) * kChunk, &maps.w, 0, r0 + tile * kTileRows,
-                           piece * (kTileBytes / 128), &full[slot], policy);
+    uint8_t* dst = ring + size_t(slot) * kChunk;
+    if (wt)  // 16 KB at one address
+      anvil_bulk_copy_g2s(dst, wt + (int64_t(tile) * rc.ppr + piece) * kChunk, unsigned(kChunk), &full[slot], policy);
+    else  // 16 runs of 1 KB, one per row
+      anvil_tile_copy_g2s_3d(dst, &maps.w, 0, r0 + tile * kTileRows, piece * (kTileBytes / 128), &full[slot], policy);
     issued[slot] = use;
     c++;
   };
@@ -265,8 +281,11 @@ __global__ void __launch_bounds__(kRingThreads, 1)
   const int units = (r1 - r0 + kTileRows - 1) / kTileRows;
   const int passes = (units + rc.tp - 1) / rc.tp;
   if (threadIdx.x >= kConsumers) {
-    if (threadIdx.x == kConsumers)
-      ring_produce(rc, maps, r0, units, passes, ring, xs, full, empty, issued, xfull, xempty, xissued);
+    if (threadIdx.x == kConsumers) {
+      const int64_t first = ring_layout::pretiled_chunk(p.N, rc.ppr, int(gridDim.x), int(blockIdx.x), 0, 0);
+      const uint8_t* wt = p.w_tiles ? p.w_tiles + first * kChunk : nullptr;
+      ring_produce(rc, maps, wt, r0, units, passes, ring, xs, full, empty, issued, xfull, xempty, xissued);
+    }
     const int cw = int(threadIdx.x - kConsumers) / kWarp - 1;
     if (kConv && cw >= 0) convert_x(rc, p.M, passes, xs, xfull, xissued, xready, xconv, xinv, cw);
     anvil_allow_next_grid();
@@ -424,7 +443,7 @@ bool launch_ring(const Params& p) {
   // producer issues x's piece before that piece's chunks and waits for a free x slot, so the ring stays full only
   // if the x slots reach as many pieces ahead as the ring holds chunks: slots / T + 1 of them for T tiles a pass.
   // The most ring slots for which those fit.
-  const int grid = std::min(info.compute_units, gpu::ceil_div(p.N, kTileRows));
+  const int grid = ring_grid(info, p.N);
   const int units = gpu::ceil_div(gpu::ceil_div(p.N, grid), kTileRows);  // a block's tiles at most
   const int T = rc.tp = pass_tiles(units);
   const int64_t part_bytes = int64_t(kRingWarps) * MG * 4 * kWarp * 4;
@@ -439,9 +458,12 @@ bool launch_ring(const Params& p) {
   }
   if (rc.slots == 0) return false;
   const size_t smem = size_t(bytes(rc.slots, rc.xslots));
-  RingMaps maps;  // every condition the driver checks was checked by try_ring: a refusal is an error
-  std::string e = gpu::ring::encode_weight_tiles(&maps.w, p.w, uint64_t(p.N), uint64_t(row_bytes));
-  ANVIL_CHECK(e.empty(), "skinny_gemm", "a tensor map of w", e);
+  RingMaps maps{};  // every condition the driver checks was checked by try_ring: a refusal is an error
+  std::string e;
+  if (!p.w_tiles) {  // the pre-tiled copy's size was checked against this grid by skinny_gemm_gpu
+    e = gpu::ring::encode_weight_tiles(&maps.w, p.w, uint64_t(p.N), uint64_t(row_bytes));
+    ANVIL_CHECK(e.empty(), "skinny_gemm", "a tensor map of w", e);
+  }
   e = encode_x_map(&maps.x, p, rc);
   ANVIL_CHECK(e.empty(), "skinny_gemm", "a tensor map of x", e);
   auto kernel = skinny_ring_kernel<WT, XBF16, MG>;
@@ -471,11 +493,28 @@ int ring_mode() {
 }
 }  // namespace
 
+int64_t ring_tiles_bytes(const Tensor& w) {
+  const auto info = gpu::device_info(gpu::current_device());
+  const int64_t N = w.size(0), K = w.size(1);
+  if (!ring_reads(info, w.dtype(), K) || N == 0) return 0;
+  return ring_layout::pretiled_bytes(int(N), K * dtype_size(w.dtype()), ring_grid(info, int(N)));
+}
+
+Tensor ring_tiles(const Tensor& w) {
+  const int64_t bytes = ring_tiles_bytes(w);
+  if (bytes == 0 || !gpu::aligned16(w.data_ptr())) return Tensor();
+  const auto info = gpu::device_info(gpu::current_device());
+  Tensor t = Tensor::empty({bytes}, DType::u8, w.device());
+  gpu::ring::pretile(w.data_ptr(), int(w.size(0)), w.size(1) * dtype_size(w.dtype()), ring_grid(info, int(w.size(0))),
+                     t.data<uint8_t>());
+  return t;
+}
+
 bool try_ring(const Params& p, DType wd) {
   const int mode = ring_mode();
   if (p.pro != kProPlain || p.M < 1 || p.M > 16 || p.N < 1 || mode == 0) return false;
   const auto info = gpu::device_info(gpu::current_device());
-  if (!info.bulk_copy || !info.bf16_compute) return false;
+  if (!ring_reads(info, wd, p.K)) return false;
   const bool fp8 = wd == DType::e4m3fn || wd == DType::e4m3fnuz;
   // FP8 weights. H200, 8B projections, µs per launch in a graph, ring / register kernels:
   // - e4m3fnuz, and e4m3fn from 9 rows with bf16 x, decode in software (~13 instructions per 4 weights, run
@@ -490,9 +529,8 @@ bool try_ring(const Params& p, DType wd) {
   if (wd == DType::e4m3fn && p.M == 1 && int64_t(p.N) * p.K < kRingMinBytesFp8Row && mode != 2) return false;
   const bool xbf = p.x_dtype == DType::bf16;
   if (!(xbf && (wd == DType::bf16 || fp8)) && !(p.x_dtype == DType::f16 && (wd == DType::f16 || fp8))) return false;
-  // Tile maps: 16-byte aligned bases, weight rows a multiple of 128 bytes (whole lines), x rows of whole lines.
-  const int64_t row_bytes = int64_t(p.K) * dtype_size(wd);
-  if (row_bytes % 128 != 0 || p.K % 64 != 0 || !gpu::aligned16(p.x) || !gpu::aligned16(p.w)) return false;
+  // Tile maps: 16-byte aligned bases (rows of whole lines: ring_reads).
+  if (!gpu::aligned16(p.x) || !gpu::aligned16(p.w)) return false;
   switch (wd) {
     case DType::bf16: return launch_ring_rows<WBf16, true>(p);
     case DType::f16: return launch_ring_rows<WF16, false>(p);
@@ -503,6 +541,8 @@ bool try_ring(const Params& p, DType wd) {
 #else
 // No bulk copies or m16n8k16 MMA in this vendor's header (HIP): the other kernels take every product.
 bool try_ring(const Params&, DType) { return false; }
+int64_t ring_tiles_bytes(const Tensor&) { return 0; }
+Tensor ring_tiles(const Tensor&) { return Tensor(); }
 #endif
 
 }  // namespace skinny

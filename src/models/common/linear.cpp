@@ -56,6 +56,29 @@ LinearWeight linear_weight_fp8(const Tensor& w, const Tensor& w_scale, const Ten
   return lw;
 }
 
+int64_t linear_tile_weights(const std::vector<LinearWeight*>& ws, int64_t room) {
+  const char* knob = std::getenv("ANVIL_SKINNY_TILES");
+  const int mode = knob && *knob ? std::atoi(knob) : -1;
+  ANVIL_CHECK(mode >= -1 && mode <= 1, "linear_tile_weights", "ANVIL_SKINNY_TILES 0 or 1", knob);
+  int64_t need = 0, have = 0;
+  for (const LinearWeight* lw : ws) {
+    if (!lw->is_fp8()) continue;
+    if (lw->tiles.defined()) have += lw->tiles.numel();
+    else need += skinny_gemm_tiles_bytes(lw->w);
+  }
+  if (need == 0 || mode == 0 || (mode < 0 && need > room)) return have;
+  std::vector<LinearWeight*> made;
+  try {
+    for (LinearWeight* lw : ws)
+      if (lw->is_fp8() && !lw->tiles.defined()) lw->tiles = skinny_gemm_tiles(lw->w), made.push_back(lw);
+  } catch (const Error&) {
+    if (mode == 1) throw;
+    for (LinearWeight* lw : made) lw->tiles = Tensor();  // none rather than some: the room was misjudged
+    return have;
+  }
+  return have + need;
+}
+
 void linear_scale_rows(const Tensor& acc, const Tensor& row_scale, Tensor& y) {
   const char* op = "linear_scale_rows";
   check_dim(op, "acc", acc, 2);
@@ -115,7 +138,7 @@ void linear_fwd(const Tensor& x, const LinearWeight& lw, Tensor& y) {
   check_contiguous(op, "y", y);
   check_dtype_in(op, "y", y, {x.dtype(), DType::f32});
   Tensor x2 = x.view({N, C}), y2 = y.view({N, OC});
-  if (N <= fp8_skinny_rows(x.device())) return skinny_gemm(x2, lw.w, lw.w_scale, y2);
+  if (N <= fp8_skinny_rows(x.device())) return skinny_gemm(x2, lw.w, lw.w_scale, y2, lw.tiles);
 
   const Device dev = x.device();
   Tensor q = Tensor::empty({N, C}, lw.w.dtype(), dev);

@@ -18,6 +18,8 @@
 // Graph capture: no host synchronisation and only stream-ordered temporaries (Tensor::empty), so it can sit in a
 //   captured decode step; `unit` is the device constant 1 that matmul_fp8 needs, made when the weight is.
 #pragma once
+#include <vector>
+
 #include "core/tensor.h"
 #include "kernels/skinny_gemm/skinny_gemm.h"
 
@@ -28,6 +30,7 @@ struct LinearWeight {
   Tensor w_scale;      // FP8: f32 (1) or (OC); else undefined
   Tensor input_scale;  // FP8, optional: f32 (1) static activation scale; undefined = dynamic per token
   Tensor unit;         // FP8: f32 (1) = 1 on w's device
+  Tensor tiles;        // FP8 on a GPU, optional: w pre-tiled for the skinny GEMM's ring kernel (linear_tile_weights)
   bool is_fp8() const { return w.defined() && dtype_is_fp8(w.dtype()); }
   int64_t bytes() const;  // what one pass reads: w and its scales
 };
@@ -36,6 +39,12 @@ struct LinearWeight {
 LinearWeight linear_weight(const Tensor& w);
 // An FP8 weight: checks dtypes and shapes, makes `unit`.
 LinearWeight linear_weight_fp8(const Tensor& w, const Tensor& w_scale, const Tensor& input_scale = Tensor());
+
+// Pre-tiles the FP8 weights among `ws` for the skinny GEMM's ring kernel (skinny_gemm_tiles: decode at 1..16 rows
+// then moves each 16 KB chunk of a weight with one linear copy instead of 16 runs of 1 KB; ~3% more bytes than the
+// weights). All or none: ANVIL_SKINNY_TILES=0 never, =1 always (out of memory is an error), by default when their
+// bytes fit in `room`. Weights that already have theirs are skipped. Returns the bytes the weights' tiles take.
+int64_t linear_tile_weights(const std::vector<LinearWeight*>& ws, int64_t room);
 
 // y = x @ (w_scale * w)^T. Checks every argument (the 16-bit path through matmul_fwd).
 void linear_fwd(const Tensor& x, const LinearWeight& w, Tensor& y);

@@ -1,6 +1,6 @@
-// decode_stack's row shares and the pre-tiled FP8 copy's chunk index (kernels/decode_stack/decode_stack_layout.h):
-// the producer copies chunk pretiled_chunk(N, ppr, grid, b, u, i) for block b's tile u, piece i, so two tiles that
-// shared a chunk would feed one block another's weights, and a chunk past the end would read past the copy.
+// The weight ring's row shares and the pre-tiled copy's chunk index (backends/gpu/ring_layout.h), which
+// decode_stack and the ring skinny GEMM both read: the producer copies chunk pretiled_chunk(N, ppr, grid, b, u, i)
+// for block b's tile u, piece i, so two tiles that shared a chunk would feed one block another's weights, and a chunk past the end would read past the copy.
 // Checked on the host for the 8B shape's matrices and for uneven ones, over several grid sizes.
 #include <gtest/gtest.h>
 
@@ -8,15 +8,15 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/decode_stack/decode_stack_layout.h"
+#include "backends/gpu/ring_layout.h"
 
 namespace anvil {
 namespace {
 
-using namespace decode_stack_layout;
+using namespace ring_layout;
 
 struct Case {
-  int N, K;
+  int N, K;  // rows, and bytes per row
 };
 // q|k|v, o, gate (and up), down of Llama-3.1-8B; widths and row counts that leave partial tiles and pieces; fewer
 // rows than blocks.
@@ -24,7 +24,7 @@ const Case kCases[] = {{6144, 4096}, {4096, 4096}, {14336, 4096}, {4096, 14336},
                        {1000, 128},  {17, 1024},   {100, 2048}};
 const int kGrids[] = {1, 7, 114, 132};
 
-TEST(DecodeStackLayout, SharesPartitionTheRows) {
+TEST(RingLayout, SharesPartitionTheRows) {
   for (const Case& c : kCases)
     for (int grid : kGrids) {
       EXPECT_EQ(share_start(c.N, 0, grid), 0);
@@ -40,11 +40,12 @@ TEST(DecodeStackLayout, SharesPartitionTheRows) {
     }
 }
 
-TEST(DecodeStackLayout, EveryRowAndPieceInExactlyOneChunk) {
+TEST(RingLayout, EveryRowAndPieceInExactlyOneChunk) {
   for (const Case& c : kCases)
     for (int grid : kGrids) {
       const int ppr = pieces_per_row(c.K), tpb = tiles_per_block(c.N, grid);
       const int64_t chunks = int64_t(grid) * tpb * ppr;
+      EXPECT_EQ(pretiled_bytes(c.N, c.K, grid), chunks * kChunkBytes);
       std::vector<int> used(size_t(chunks), 0);
       std::vector<int> row_seen(size_t(c.N), 0);
       for (int b = 0; b < grid; b++) {
@@ -61,8 +62,8 @@ TEST(DecodeStackLayout, EveryRowAndPieceInExactlyOneChunk) {
       }
       for (int64_t k = 0; k < chunks; k++) ASSERT_LE(used[size_t(k)], 1) << "chunk " << k << " written twice";
       for (int r = 0; r < c.N; r++) ASSERT_EQ(row_seen[size_t(r)], 1) << "row " << r;
-      EXPECT_GE(int64_t(ppr) * kTileCols, c.K);
-      EXPECT_LT(int64_t(ppr - 1) * kTileCols, c.K);
+      EXPECT_GE(int64_t(ppr) * kPieceBytes, c.K);
+      EXPECT_LT(int64_t(ppr - 1) * kPieceBytes, c.K);
     }
 }
 
