@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
+#include "models/common/linear.h"
 #include "models/llama/llama.h"
 #include "parity_util.h"
 #include "serve/bench.h"
@@ -164,6 +165,27 @@ void expect_error(const std::string& dir, const std::vector<std::string>& needle
 }
 
 const std::string kScale = "model.layers.1.self_attn.k_proj.weight_scale";
+
+// Pre-tiled copies for the skinny GEMM's ring are made on GPUs only: on the CPU none, whatever the knob says; a knob
+// other than 0 or 1 is an error that names it.
+TEST(LlamaFp8, SkinnyTilesKnob) {
+  Tensor w = Tensor::zeros({256, 256}, DType::e4m3fn, Device::cpu());
+  LinearWeight lw = linear_weight_fp8(w, Tensor::from_floats({1.f}, {1}, DType::f32, Device::cpu()));
+  const std::vector<LinearWeight*> ws{&lw};
+  setenv("ANVIL_SKINNY_TILES", "1", 1);
+  EXPECT_EQ(linear_tile_weights(ws, int64_t(1) << 40), 0);
+  EXPECT_FALSE(lw.tiles.defined());
+  setenv("ANVIL_SKINNY_TILES", "yes", 1);
+  std::string msg;
+  try {
+    linear_tile_weights(ws, int64_t(1) << 40);
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  unsetenv("ANVIL_SKINNY_TILES");
+  EXPECT_NE(msg.find("ANVIL_SKINNY_TILES unset, 0 or 1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("yes"), std::string::npos) << msg;
+}
 
 TEST(LlamaFp8Errors, MissingWeightScale) {
   BadCheckpoint b("llama_tiny_fp8_channel");

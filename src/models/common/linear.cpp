@@ -58,8 +58,11 @@ LinearWeight linear_weight_fp8(const Tensor& w, const Tensor& w_scale, const Ten
 
 int64_t linear_tile_weights(const std::vector<LinearWeight*>& ws, int64_t room) {
   const char* knob = std::getenv("ANVIL_SKINNY_TILES");
-  const int mode = knob && *knob ? std::atoi(knob) : -1;
-  ANVIL_CHECK(mode >= -1 && mode <= 1, "linear_tile_weights", "ANVIL_SKINNY_TILES 0 or 1", knob);
+  const bool set = knob && *knob;
+  ANVIL_CHECK(!set || !std::strcmp(knob, "0") || !std::strcmp(knob, "1"), "linear_tile_weights",
+              "ANVIL_SKINNY_TILES unset, 0 or 1", knob);
+  const int mode = set ? knob[0] - '0' : -1;
+  // Copies made before stay (a captured decode step may read them); 0 only makes no new ones.
   int64_t need = 0, have = 0;
   for (const LinearWeight* lw : ws) {
     if (!lw->is_fp8()) continue;

@@ -43,7 +43,8 @@ LinearWeight linear_weight_fp8(const Tensor& w, const Tensor& w_scale, const Ten
 // Pre-tiles the FP8 weights among `ws` for the skinny GEMM's ring kernel (skinny_gemm_tiles: decode at 1..16 rows
 // then moves each 16 KB chunk of a weight with one linear copy instead of 16 runs of 1 KB; ~3% more bytes than the
 // weights). All or none: ANVIL_SKINNY_TILES=0 never, =1 always (out of memory is an error), by default when their
-// bytes fit in `room`. Weights that already have theirs are skipped. Returns the bytes the weights' tiles take.
+// bytes fit in `room`; anything else is an error. Weights that already have theirs keep them (a captured decode
+// step may read them). Returns the bytes the weights' tiles take.
 int64_t linear_tile_weights(const std::vector<LinearWeight*>& ws, int64_t room);
 
 // y = x @ (w_scale * w)^T. Checks every argument (the 16-bit path through matmul_fwd).
