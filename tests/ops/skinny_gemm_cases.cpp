@@ -5,6 +5,7 @@
 // derived_tol(y dtype, K, 2) as for any product. Perf: the Llama-3.1-8B projections (stacked qkv and gate_up).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 
 #include "harness.h"
@@ -24,12 +25,13 @@ struct SG {
   // whose range is 2^-24..65504), and NaN codes in three weight rows (their outputs must be NaN, every row's).
   bool wide = false, nan_rows = false;
   bool tiles = false;  // w also pre-tiled (skinny_gemm_tiles): the GPU's ring kernel reads that copy
+  bool x16 = false;    // ANVIL_SKINNY_X16=1: e4m3fn with bf16 x stages x as f16 once, before the GPU's ring kernel
 };
 
 std::string sg_id(const SG& s) {
   return str("skinny_gemm(", dtype_name(s.x), "x", dtype_name(s.w), "->", dtype_name(s.y), ",M=", s.M, ",N=", s.N,
              ",K=", s.K, scale_name(s.scale), s.wide ? ",wide_x" : "", s.nan_rows ? ",nan_w" : "",
-             s.tiles ? ",tiles" : "", ")");
+             s.tiles ? ",tiles" : "", s.x16 ? ",x16" : "", ")");
 }
 
 std::vector<Check> run_sg(const Ctx& ctx, const SG& s) {
@@ -52,7 +54,15 @@ std::vector<Check> run_sg(const Ctx& ctx, const SG& s) {
   Tensor tws = ws.empty() ? Tensor() : make(ws, {int64_t(ws.size())}, DType::f32, ctx.device);
   // Filled with garbage-like values: the kernel must overwrite every element.
   Tensor ty = make(rand_normal(size_t(s.M * s.N), ctx.seed, 4, 1e3f, s.y), {s.M, s.N}, s.y, ctx.device);
-  skinny_gemm(tx, tw, tws, ty, s.tiles ? skinny_gemm_tiles(tw) : Tensor());
+  Tensor tt = s.tiles ? skinny_gemm_tiles(tw) : Tensor();
+  if (s.x16) setenv("ANVIL_SKINNY_X16", "1", 1);
+  try {
+    skinny_gemm(tx, tw, tws, ty, tt);
+  } catch (...) {
+    unsetenv("ANVIL_SKINNY_X16");
+    throw;
+  }
+  unsetenv("ANVIL_SKINNY_X16");
   std::vector<double> ref(size_t(s.M * s.N)), wsd = to_double(ws);
   skinny_gemm_ref(to_double(x).data(), to_double(w).data(), ws.empty() ? nullptr : wsd.data(),
                   s.scale == Scale::per_channel, ref.data(), s.M, s.N, s.K);
@@ -313,6 +323,23 @@ std::vector<OpCase> cases() {
   wide(1, 2112, 14336, DType::e4m3fn);
   wide(1, 2112, 14336, DType::e4m3fn, true);
   wide(16, 4100, 1408, DType::e4m3fnuz, true);
+  // x staged as f16 once per product (ANVIL_SKINNY_X16=1), at every row count: the ring shapes, and x of every
+  // magnitude with NaN weight codes (its scale is the row's, where convert_x's is the piece's).
+  for (NK nk : rshapes)
+    for (int64_t M : {1, 4, 9, 16}) {
+      SG s{M, nk.N, nk.K, DType::bf16, DType::e4m3fn, M % 2 ? DType::bf16 : DType::f32, Scale::per_channel};
+      s.x16 = true;
+      OpCase c{"skinny_gemm", sg_id(s)};
+      c.test = [=](const Ctx& ctx) { return run_sg(ctx, s); };
+      out.push_back(c);
+    }
+  for (int64_t M : {1, 4, 9, 16}) {
+    SG s{M, 2112, 14336, DType::bf16, DType::e4m3fn, DType::f32, Scale::per_channel, true, true, M == 16};
+    s.x16 = true;
+    OpCase c{"skinny_gemm", sg_id(s)};
+    c.test = [=](const Ctx& ctx) { return run_sg(ctx, s); };
+    out.push_back(c);
+  }
   out.push_back(error_case());
 
   // Fused prologues. K = 1000 takes the byte-load path for bf16 weights (2000-byte rows); K = 4096 is one whole
@@ -334,20 +361,27 @@ std::vector<OpCase> cases() {
 
   // Perf: Llama-3.1-8B decode projections, bf16 activations and outputs; bytes = weights + x + y (the weight
   // stream is the floor; the lead compares GB/s to the copy ceiling).
-  // Last, e4m3fn with f16 x: the ring's f16 MMAs take it as it comes, with no converter warps and no per-piece
-  // rescale (bf16 x needs both), and from 9 rows the hardware conversion too.
+  // Then e4m3fn with f16 x: the ring's f16 MMAs take it as it comes, with no converter warps and no per-piece
+  // rescale (bf16 x needs both), and from 9 rows the hardware conversion too; last, bf16 x staged as f16 once per
+  // product by a kernel before the ring (ANVIL_SKINNY_X16=1).
   struct P { int64_t N, K; const char* name; };
-  struct V { bool tiles; DType wd, xd; };
+  struct V { bool tiles; DType wd, xd; bool x16 = false; };
   const DType bf = DType::bf16, e4 = DType::e4m3fn;
-  for (V v : {V{false, bf, bf}, V{false, e4, bf}, V{true, bf, bf}, V{true, e4, bf}, V{true, e4, DType::f16}})
+  for (V v : {V{false, bf, bf}, V{false, e4, bf}, V{true, bf, bf}, V{true, e4, bf}, V{true, e4, DType::f16},
+              V{true, e4, bf, true}})
     for (P pr : {P{6144, 4096, "qkv"}, P{4096, 4096, "o"}, P{28672, 4096, "gate_up"}, P{4096, 14336, "down"}})
       for (int64_t M : {1, 4, 16}) {
         const bool tiles = v.tiles;
         const DType wd = v.wd, xd = v.xd;
         OpCase c{"skinny_gemm", str("skinny_gemm_perf(", dtype_name(wd), xd == DType::f16 ? ",f16x" : "", ",llama8b_",
-                                    pr.name, ",M=", M, ",N=", pr.N, ",K=", pr.K, tiles ? ",tiles" : "", ")")};
+                                    pr.name, ",M=", M, ",N=", pr.N, ",K=", pr.K, tiles ? ",tiles" : "",
+                                    v.x16 ? ",x16" : "", ")")};
         c.perf = [=](const Ctx& ctx) {
           const int64_t N = pr.N, K = pr.K;
+          if (v.x16) setenv("ANVIL_SKINNY_X16", "1", 1);  // the staging runs inside the timed launches
+          struct Unset {
+            ~Unset() { unsetenv("ANVIL_SKINNY_X16"); }
+          } unset;
           Tensor x = make(rand_normal(size_t(M * K), ctx.seed, 1, 1.f, xd), {M, K}, xd, ctx.device);
           Tensor w = make(rand_normal(size_t(N * K), ctx.seed, 2, dtype_is_fp8(wd) ? 4.f : 0.02f, wd), {N, K}, wd,
                           ctx.device);

@@ -27,6 +27,7 @@ struct Params {
   DType x_dtype;
   const void* w;
   const uint8_t* w_tiles;  // ring kernel: w pre-tiled for its grid (gpu::ring::pretile), or null (tensor map)
+  const float* y_row_scale;  // ring kernel: (M), y's row m times it (x staged as f16 times 2^sh per row), or null
   void* y;
   DType y_dtype;
   float* part;           // (S, M, N) f32 split-K partial sums, or null: the kernel writes y

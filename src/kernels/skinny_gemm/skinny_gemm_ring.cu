@@ -24,6 +24,8 @@
 //   (cvt.rn.f16x2.e4m3x2, 2 instructions per 4 weights) for f16 MMAs, so x must be f16: bf16 x is converted in
 //   its slot, once per piece, by 3 converter warps, times a power of two per row (convert_x). e4m3fnuz (no
 //   hardware conversion) is decoded exactly into the 16-bit type in software, ~13 instructions per 4 weights.
+//   ANVIL_SKINNY_X16=1 (opt-in, not yet measured): bf16 x is staged as f16 once per product by a kernel before the
+//   ring (stage_x_f16) and every row count of e4m3fn takes the f16-x ring with the hardware conversion.
 // - At the end of a pass, in up to 4 rounds, the warps put their sums in `part` and the consumer threads add the
 //   4 quarters in a fixed order, scale, and store y: deterministic, no atomics.
 // - Launched early (gpu::launch_early): the first chunks of weights, which depend on nothing, are in flight
@@ -412,12 +414,58 @@ __global__ void __launch_bounds__(kRingThreads, 1)
         float sum = 0.f;
 #pragma unroll
         for (int sq = 0; sq < kQuarters; sq++) sum += part[((G * kQuarters + sq) * MG * 4 + v) * kWarp + ln];
-        store_y(p, int64_t(m) * p.N + n, sum * out_scale(p, n));
+        const float rs = p.y_row_scale ? p.y_row_scale[m] : 1.f;
+        store_y(p, int64_t(m) * p.N + n, sum * out_scale(p, n) * rs);
       }
       anvil_bar_sync(kBarConsumers, kConsumers);  // part is rewritten by the next round
     }
     c += unsigned(T * rc.ppr);
   }
+}
+
+// bf16 x (M, K) to f16 x16 (M, K) times 2^sh per row, once per product, for the f16 MMAs of e4m3fn weights
+// (ANVIL_SKINNY_X16=1; otherwise convert_x does it in every block, per piece and pass). sh puts the row's largest
+// finite |x| in [2^14, 2^15), clamped to [-126, 126], as convert_x does over a piece: every value >= the max * 2^-28
+// converts exactly, the rest err by < 2^-39 of the max. xinv[m] = 2^-sh, applied to y's row (Params::y_row_scale).
+// One block of kStageThreads per row; K a multiple of 8 (the ring's rows are whole 64-value lines).
+constexpr int kStageThreads = 256;
+__global__ void __launch_bounds__(kStageThreads) stage_x_f16(const uint16_t* x, int K, uint32_t* x16, float* xinv) {
+  const int m = int(blockIdx.x);
+  const uint4* row = reinterpret_cast<const uint4*>(x + int64_t(m) * K);
+  uint4* out = reinterpret_cast<uint4*>(x16 + int64_t(m) * K / 2);
+  const int packs = K / 8;
+  unsigned mx = 0;  // |x| as bf16 bits, which order as integers; NaN (> 0x7f80) left out
+  auto fold = [&mx](uint32_t w) {
+    const unsigned lo = w & 0x7fffu, hi = (w >> 16) & 0x7fffu;
+    mx = max(mx, lo > 0x7f80u ? 0u : lo), mx = max(mx, hi > 0x7f80u ? 0u : hi);
+  };
+  for (int i = int(threadIdx.x); i < packs; i += kStageThreads) {
+    const uint4 v = row[i];
+    fold(v.x), fold(v.y), fold(v.z), fold(v.w);
+  }
+  __shared__ unsigned red[kStageThreads / kWarp];
+  for (int o = kWarp / 2; o > 0; o /= 2) mx = max(mx, unsigned(ANVIL_SHFL_XOR(mx, o, kWarp)));
+  if (threadIdx.x % kWarp == 0) red[threadIdx.x / kWarp] = mx;
+  __syncthreads();
+  mx = 0;
+  for (int w = 0; w < kStageThreads / kWarp; w++) mx = max(mx, red[w]);
+  const int sh = min(126, max(-126, 141 - int(mx >> 7)));  // 141 = 127 + 14: the max's exponent to 14
+  const float scale = __uint_as_float(uint32_t(127 + sh) << 23);
+  auto f16x2 = [scale](uint32_t b) {  // two bf16 to two f16, times the scale
+    return anvil_f16x2_rn(__uint_as_float(b << 16) * scale, __uint_as_float(b & 0xffff0000u) * scale);
+  };
+  for (int i = int(threadIdx.x); i < packs; i += kStageThreads) {
+    const uint4 v = row[i];
+    out[i] = make_uint4(f16x2(v.x), f16x2(v.y), f16x2(v.z), f16x2(v.w));
+  }
+  if (threadIdx.x == 0) xinv[m] = __uint_as_float(uint32_t(127 - sh) << 23);
+}
+
+// ANVIL_SKINNY_X16=1: e4m3fn weights with bf16 x stage x as f16 once per product (stage_x_f16) and run the f16-x
+// ring, at every row count. Read per call, so the op cases can compare both ways in one process.
+bool stage_x16() {
+  const char* e = std::getenv("ANVIL_SKINNY_X16");
+  return e && e[0] == '1' && e[1] == 0;
 }
 
 // x's tile map: (M, K) 16-bit values seen as (64 values, M rows, K / 64 lines) with strides (2K, 128) bytes, so a
@@ -531,6 +579,18 @@ bool try_ring(const Params& p, DType wd) {
   if (!(xbf && (wd == DType::bf16 || fp8)) && !(p.x_dtype == DType::f16 && (wd == DType::f16 || fp8))) return false;
   // Tile maps: 16-byte aligned bases (rows of whole lines: ring_reads).
   if (!gpu::aligned16(p.x) || !gpu::aligned16(p.w)) return false;
+  if (wd == DType::e4m3fn && xbf && stage_x16()) {
+    // The staged copy and its scales are stream-ordered temporaries: freed here, reused only by later work.
+    const Device dev = Device::gpu(gpu::current_device());
+    Tensor x16 = Tensor::empty({p.M, p.K}, DType::f16, dev), xinv = Tensor::empty({p.M}, DType::f32, dev);
+    stage_x_f16<<<unsigned(p.M), kStageThreads, 0, gpu::stream()>>>(static_cast<const uint16_t*>(p.x), p.K,
+                                                                     static_cast<uint32_t*>(x16.data_ptr()),
+                                                                     xinv.data<float>());
+    ANVIL_LAUNCH_CHECK();
+    Params q = p;
+    q.x = x16.data_ptr(), q.x_dtype = DType::f16, q.y_row_scale = xinv.data<float>();
+    return launch_ring_rows<WE4m3<false>, false>(q);
+  }
   switch (wd) {
     case DType::bf16: return launch_ring_rows<WBf16, true>(p);
     case DType::f16: return launch_ring_rows<WF16, false>(p);
