@@ -162,8 +162,9 @@ TEST(DecodeStack, BatchFp8PretiledEqualsTensorMaps) {
   const auto got = batch_decode(*fp8_model(c, 21), true, &with);
   std::printf("decode path with tiles: %s\n", with.c_str());
   EXPECT_EQ(without.find("pre-tiled"), std::string::npos) << without;
-  if (backend(Device::gpu(0)).info().bulk_copy)
+  if (backend(Device::gpu(0)).info().bulk_copy) {
     EXPECT_NE(with.find("pre-tiled for the skinny GEMM"), std::string::npos) << with;
+  }
   ASSERT_EQ(ref.size(), got.size());
   for (size_t s = 0; s < ref.size(); s++) EXPECT_EQ(ref[s], got[s]) << "decode step " << s;
 }
