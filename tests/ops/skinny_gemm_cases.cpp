@@ -28,6 +28,14 @@ struct SG {
   bool x16 = false;    // ANVIL_SKINNY_X16=1: e4m3fn with bf16 x stages x as f16 once, before the GPU's ring kernel
 };
 
+// ANVIL_SKINNY_X16=1 for the scope's launches when `on` (the ring reads it per call), unset again on leaving.
+struct StageX16 {
+  explicit StageX16(bool on) {
+    if (on) setenv("ANVIL_SKINNY_X16", "1", 1);
+  }
+  ~StageX16() { unsetenv("ANVIL_SKINNY_X16"); }
+};
+
 std::string sg_id(const SG& s) {
   return str("skinny_gemm(", dtype_name(s.x), "x", dtype_name(s.w), "->", dtype_name(s.y), ",M=", s.M, ",N=", s.N,
              ",K=", s.K, scale_name(s.scale), s.wide ? ",wide_x" : "", s.nan_rows ? ",nan_w" : "",
@@ -54,15 +62,10 @@ std::vector<Check> run_sg(const Ctx& ctx, const SG& s) {
   Tensor tws = ws.empty() ? Tensor() : make(ws, {int64_t(ws.size())}, DType::f32, ctx.device);
   // Filled with garbage-like values: the kernel must overwrite every element.
   Tensor ty = make(rand_normal(size_t(s.M * s.N), ctx.seed, 4, 1e3f, s.y), {s.M, s.N}, s.y, ctx.device);
-  Tensor tt = s.tiles ? skinny_gemm_tiles(tw) : Tensor();
-  if (s.x16) setenv("ANVIL_SKINNY_X16", "1", 1);
-  try {
-    skinny_gemm(tx, tw, tws, ty, tt);
-  } catch (...) {
-    unsetenv("ANVIL_SKINNY_X16");
-    throw;
+  {
+    StageX16 stage(s.x16);
+    skinny_gemm(tx, tw, tws, ty, s.tiles ? skinny_gemm_tiles(tw) : Tensor());
   }
-  unsetenv("ANVIL_SKINNY_X16");
   std::vector<double> ref(size_t(s.M * s.N)), wsd = to_double(ws);
   skinny_gemm_ref(to_double(x).data(), to_double(w).data(), ws.empty() ? nullptr : wsd.data(),
                   s.scale == Scale::per_channel, ref.data(), s.M, s.N, s.K);
@@ -378,10 +381,7 @@ std::vector<OpCase> cases() {
                                     v.x16 ? ",x16" : "", ")")};
         c.perf = [=](const Ctx& ctx) {
           const int64_t N = pr.N, K = pr.K;
-          if (v.x16) setenv("ANVIL_SKINNY_X16", "1", 1);  // the staging runs inside the timed launches
-          struct Unset {
-            ~Unset() { unsetenv("ANVIL_SKINNY_X16"); }
-          } unset;
+          StageX16 stage(v.x16);  // the staging runs inside the timed launches
           Tensor x = make(rand_normal(size_t(M * K), ctx.seed, 1, 1.f, xd), {M, K}, xd, ctx.device);
           Tensor w = make(rand_normal(size_t(N * K), ctx.seed, 2, dtype_is_fp8(wd) ? 4.f : 0.02f, wd), {N, K}, wd,
                           ctx.device);

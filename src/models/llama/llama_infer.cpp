@@ -211,8 +211,6 @@ void LlamaModel::step_kernels(State& st, StepBuffers& b, int64_t T) {
   mark("lm head");
 }
 
-// Feeds T tokens per sequence. Prefill (all caches empty) runs causal attention over the new tokens; later
-// calls feed one token at a time through the decode attention over the cache.
 int64_t LlamaModel::tile_linear_weights() {
   std::vector<LinearWeight*> ws;
   for (LlamaLayer& ly : layers_)
@@ -226,6 +224,8 @@ int64_t LlamaModel::tile_linear_weights() {
   return linear_tile_weights(ws, room);
 }
 
+// Feeds T tokens per sequence. Prefill (all caches empty) runs causal attention over the new tokens; later
+// calls feed one token at a time through the decode attention over the cache.
 void LlamaModel::step(InferState& st_base, const Tensor& ids_in, Tensor& logits) {
   auto& st = static_cast<State&>(st_base);
   check_dim("llama::step", "ids", ids_in, 2);
