@@ -131,7 +131,7 @@ TEST(DecodeStack, MatchesPerOpStep8BLayerFp8) {
 }
 
 // Batch decode (2..16 rows, so the per-op step: decode_stack takes batch 1) on FP8 weights: the skinny GEMM's ring
-// kernel reads the projections' pre-tiled copy (linear_tile_weights) or, with ANVIL_SKINNY_TILES=0, the weights
+// kernel reads the projections' pre-tiled copy (ANVIL_SKINNY_TILES=1: linear_tile_weights) or, with =0, the weights
 // through tensor maps. The same bytes reach the same MMAs in the same order: identical logits.
 std::vector<std::vector<float>> batch_decode(LlamaModel& m, bool tiles, std::string* path) {
   setenv("ANVIL_SKINNY_TILES", tiles ? "1" : "0", 1);

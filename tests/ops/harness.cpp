@@ -215,9 +215,21 @@ static int usage(const char* msg) {
   std::fprintf(stderr,
                "anvil_op_tests: %s\n"
                "usage: anvil_op_tests [--op NAME] [--backend cpu|gpu] [--mode test|grad|perf] [--seed N] "
-               "[--filter SUBSTR] [--list] [-v]\n",
+               "[--filter SUBSTR[|SUBSTR...]] [--list] [-v]\n",
                msg);
   return 2;
+}
+
+// --filter 'a|b': a case runs when its id contains any of the '|'-separated substrings (an empty filter: all).
+static bool matches_filter(const std::string& id, const std::string& filter) {
+  if (filter.empty()) return true;
+  for (size_t b = 0;;) {
+    const size_t e = filter.find('|', b);
+    const std::string part = filter.substr(b, e == std::string::npos ? std::string::npos : e - b);
+    if (!part.empty() && id.find(part) != std::string::npos) return true;
+    if (e == std::string::npos) return false;
+    b = e + 1;
+  }
 }
 
 int main(int argc, char** argv) {
@@ -266,7 +278,7 @@ int main(int argc, char** argv) {
   int passed = 0, failed = 0, skipped = 0, matched = 0;
   for (auto& c : registry()) {
     if (!op.empty() && c.op != op) continue;
-    if (!filter.empty() && c.id.find(filter) == std::string::npos) continue;
+    if (!matches_filter(c.id, filter)) continue;
     matched++;
     if (list) {
       std::printf("%s\n", c.id.c_str());

@@ -25,16 +25,25 @@ struct SG {
   // whose range is 2^-24..65504), and NaN codes in three weight rows (their outputs must be NaN, every row's).
   bool wide = false, nan_rows = false;
   bool tiles = false;  // w also pre-tiled (skinny_gemm_tiles): the GPU's ring kernel reads that copy
-  bool x16 = false;    // ANVIL_SKINNY_X16=1: e4m3fn with bf16 x stages x as f16 once, before the GPU's ring kernel
+  bool x16 = false;    // ANVIL_SKINNY_X16=1 (else =0): e4m3fn with bf16 x staged as f16 before the GPU's ring
 };
 
-// ANVIL_SKINNY_X16=1 for the scope's launches when `on` (the ring reads it per call), unset again on leaving.
-struct StageX16 {
-  explicit StageX16(bool on) {
-    if (on) setenv("ANVIL_SKINNY_X16", "1", 1);
+// An environment variable set for the scope's launches (the ring reads ANVIL_SKINNY_X16 per call), the caller's
+// value again on leaving.
+struct ScopedEnv {
+  ScopedEnv(const char* name, const char* value) : name(name) {
+    if (const char* e = std::getenv(name)) had = true, old = e;
+    setenv(name, value, 1);
   }
-  ~StageX16() { unsetenv("ANVIL_SKINNY_X16"); }
+  ~ScopedEnv() {
+    if (had) setenv(name, old.c_str(), 1);
+    else unsetenv(name);
+  }
+  const char* name;
+  bool had = false;
+  std::string old;
 };
+const char* x16_value(bool on) { return on ? "1" : "0"; }
 
 std::string sg_id(const SG& s) {
   return str("skinny_gemm(", dtype_name(s.x), "x", dtype_name(s.w), "->", dtype_name(s.y), ",M=", s.M, ",N=", s.N,
@@ -63,7 +72,7 @@ std::vector<Check> run_sg(const Ctx& ctx, const SG& s) {
   // Filled with garbage-like values: the kernel must overwrite every element.
   Tensor ty = make(rand_normal(size_t(s.M * s.N), ctx.seed, 4, 1e3f, s.y), {s.M, s.N}, s.y, ctx.device);
   {
-    StageX16 stage(s.x16);
+    ScopedEnv stage("ANVIL_SKINNY_X16", x16_value(s.x16));
     skinny_gemm(tx, tw, tws, ty, s.tiles ? skinny_gemm_tiles(tw) : Tensor());
   }
   std::vector<double> ref(size_t(s.M * s.N)), wsd = to_double(ws);
@@ -136,6 +145,12 @@ OpCase error_case() {
                                  "skinny_gemm_tiles(w) on this GPU"));
       r.push_back(expect_error("w_tiles nothing reads", [&] { skinny_gemm(x, w, none, y, T({16384}, DType::u8)); },
                                "no kernel reads them"));
+      Tensor x8 = T({8, 256}, DType::bf16), w8l = T({2048, 256}, DType::e4m3fn), y8 = T({8, 2048}, DType::bf16);
+      if (skinny_gemm_tiles(w8l).defined()) {  // the ring takes it, so it reads the knob
+        ScopedEnv knob("ANVIL_SKINNY_X16", "yes");
+        r.push_back(expect_error("ANVIL_SKINNY_X16=yes", [&] { skinny_gemm(x8, w8l, s1, y8); },
+                                 "ANVIL_SKINNY_X16 unset, 0 or 1"));
+      }
     }
     return r;
   };
@@ -381,7 +396,7 @@ std::vector<OpCase> cases() {
                                     v.x16 ? ",x16" : "", ")")};
         c.perf = [=](const Ctx& ctx) {
           const int64_t N = pr.N, K = pr.K;
-          StageX16 stage(v.x16);  // the staging runs inside the timed launches
+          ScopedEnv stage("ANVIL_SKINNY_X16", x16_value(v.x16));  // the staging runs inside the timed launches
           Tensor x = make(rand_normal(size_t(M * K), ctx.seed, 1, 1.f, xd), {M, K}, xd, ctx.device);
           Tensor w = make(rand_normal(size_t(N * K), ctx.seed, 2, dtype_is_fp8(wd) ? 4.f : 0.02f, wd), {N, K}, wd,
                           ctx.device);

@@ -24,8 +24,8 @@
 //   (cvt.rn.f16x2.e4m3x2, 2 instructions per 4 weights) for f16 MMAs, so x must be f16: bf16 x is converted in
 //   its slot, once per piece, by 3 converter warps, times a power of two per row (convert_x). e4m3fnuz (no
 //   hardware conversion) is decoded exactly into the 16-bit type in software, ~13 instructions per 4 weights.
-//   ANVIL_SKINNY_X16=1 (opt-in, not yet measured): bf16 x is staged as f16 once per product by a kernel before the
-//   ring (stage_x_f16) and every row count of e4m3fn takes the f16-x ring with the hardware conversion.
+//   From 8 rows (stage_x16), bf16 x is instead staged as f16 once per product by a kernel launched before the
+//   ring (stage_x_f16), and e4m3fn takes the f16-x ring with the hardware conversion.
 // - At the end of a pass, in up to 4 rounds, the warps put their sums in `part` and the consumer threads add the
 //   4 quarters in a fixed order, scale, and store y: deterministic, no atomics.
 // - Launched early (gpu::launch_early): the first chunks of weights, which depend on nothing, are in flight
@@ -430,6 +430,10 @@ __global__ void __launch_bounds__(kRingThreads, 1)
 // One block of kStageThreads per row; K a multiple of 8 (the ring's rows are whole 64-value lines).
 constexpr int kStageThreads = 256;
 __global__ void __launch_bounds__(kStageThreads) stage_x_f16(const uint16_t* x, int K, uint32_t* x16, float* xinv) {
+  // Launched early: the ring launched after it may start now and put its first weights in flight while this runs;
+  // the ring's own wait covers this kernel's writes, and this kernel's wait the writer of x.
+  anvil_wait_prior_grid();
+  anvil_allow_next_grid();
   const int m = int(blockIdx.x);
   const uint4* row = reinterpret_cast<const uint4*>(x + int64_t(m) * K);
   uint4* out = reinterpret_cast<uint4*>(x16 + int64_t(m) * K / 2);
@@ -461,11 +465,19 @@ __global__ void __launch_bounds__(kStageThreads) stage_x_f16(const uint16_t* x, 
   if (threadIdx.x == 0) xinv[m] = __uint_as_float(uint32_t(127 - sh) << 23);
 }
 
-// ANVIL_SKINNY_X16=1: e4m3fn weights with bf16 x stage x as f16 once per product (stage_x_f16) and run the f16-x
-// ring, at every row count. Read per call, so the op cases can compare both ways in one process.
-bool stage_x16() {
+// e4m3fn weights with bf16 x: stage x as f16 once per product (stage_x_f16) and run the f16-x ring, or convert it
+// in the ring (convert_x; the software decode from 9 rows). ANVIL_SKINNY_X16 unset: from kStageX16MinRows rows;
+// 0: never; 1: at every row count; anything else is an error. Read per call, so the op cases can compare the ways
+// in one process. H200, 8B FP8 decode loop, ms per step, staged / converted in the ring: batch 4 3.38 / 3.30,
+// batch 8 3.42 / 3.47, batch 16 3.83 / 4.38 (docs/decode_kernels.md, twenty-first round). The staging is one more
+// launch per product, which the ring's savings repay only from ~8 rows.
+constexpr int kStageX16MinRows = 8;
+bool stage_x16(int M) {
   const char* e = std::getenv("ANVIL_SKINNY_X16");
-  return e && e[0] == '1' && e[1] == 0;
+  if (!e || !*e) return M >= kStageX16MinRows;
+  const std::string v = e;
+  ANVIL_CHECK(v == "0" || v == "1", "skinny_gemm", "ANVIL_SKINNY_X16 unset, 0 or 1", v);
+  return v == "1";
 }
 
 // x's tile map: (M, K) 16-bit values seen as (64 values, M rows, K / 64 lines) with strides (2K, 128) bytes, so a
@@ -579,14 +591,12 @@ bool try_ring(const Params& p, DType wd) {
   if (!(xbf && (wd == DType::bf16 || fp8)) && !(p.x_dtype == DType::f16 && (wd == DType::f16 || fp8))) return false;
   // Tile maps: 16-byte aligned bases (rows of whole lines: ring_reads).
   if (!gpu::aligned16(p.x) || !gpu::aligned16(p.w)) return false;
-  if (wd == DType::e4m3fn && xbf && stage_x16()) {
+  if (wd == DType::e4m3fn && xbf && stage_x16(p.M)) {
     // The staged copy and its scales are stream-ordered temporaries: freed here, reused only by later work.
     const Device dev = Device::gpu(gpu::current_device());
     Tensor x16 = Tensor::empty({p.M, p.K}, DType::f16, dev), xinv = Tensor::empty({p.M}, DType::f32, dev);
-    stage_x_f16<<<unsigned(p.M), kStageThreads, 0, gpu::stream()>>>(static_cast<const uint16_t*>(p.x), p.K,
-                                                                     static_cast<uint32_t*>(x16.data_ptr()),
-                                                                     xinv.data<float>());
-    ANVIL_LAUNCH_CHECK();
+    gpu::launch_early(stage_x_f16, dim3(unsigned(p.M)), dim3(kStageThreads), 0, static_cast<const uint16_t*>(p.x),
+                      p.K, static_cast<uint32_t*>(x16.data_ptr()), xinv.data<float>());
     Params q = p;
     q.x = x16.data_ptr(), q.x_dtype = DType::f16, q.y_row_scale = xinv.data<float>();
     return launch_ring_rows<WE4m3<false>, false>(q);

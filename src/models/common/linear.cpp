@@ -61,7 +61,7 @@ int64_t linear_tile_weights(const std::vector<LinearWeight*>& ws, int64_t room) 
   const bool set = knob && *knob;
   ANVIL_CHECK(!set || !std::strcmp(knob, "0") || !std::strcmp(knob, "1"), "linear_tile_weights",
               "ANVIL_SKINNY_TILES unset, 0 or 1", knob);
-  const int mode = set ? knob[0] - '0' : -1;
+  const bool on = set && knob[0] == '1';
   // Copies made before stay (a captured decode step may read them); 0 only makes no new ones.
   int64_t need = 0, have = 0;
   for (const LinearWeight* lw : ws) {
@@ -69,13 +69,12 @@ int64_t linear_tile_weights(const std::vector<LinearWeight*>& ws, int64_t room) 
     if (lw->tiles.defined()) have += lw->tiles.numel();
     else need += skinny_gemm_tiles_bytes(lw->w);
   }
-  if (need == 0 || mode == 0 || (mode < 0 && need > room)) return have;
+  if (need == 0 || !on || need > room) return have;
   std::vector<LinearWeight*> made;
   try {
     for (LinearWeight* lw : ws)
       if (lw->is_fp8() && !lw->tiles.defined()) lw->tiles = skinny_gemm_tiles(lw->w), made.push_back(lw);
   } catch (const Error&) {
-    if (mode == 1) throw;
     for (LinearWeight* lw : made) lw->tiles = Tensor();  // none rather than some: the room was misjudged
     return have;
   }

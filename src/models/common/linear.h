@@ -42,8 +42,9 @@ LinearWeight linear_weight_fp8(const Tensor& w, const Tensor& w_scale, const Ten
 
 // Pre-tiles the FP8 weights among `ws` for the skinny GEMM's ring kernel (skinny_gemm_tiles: decode at 1..16 rows
 // then moves each 16 KB chunk of a weight with one linear copy instead of 16 runs of 1 KB; ~3% more bytes than the
-// weights). All or none: ANVIL_SKINNY_TILES=0 never, =1 always (out of memory is an error), by default when their
-// bytes fit in `room`; anything else is an error. Weights that already have theirs keep them (a captured decode
+// weights). Opt-in, all or none: with ANVIL_SKINNY_TILES=1, when their bytes fit in `room`; unset or 0 never; anything
+// else is an error. Opt-in because the gain is small for the memory (H200, 8B FP8: +7.2 GB for 0.4-0.9% at batch
+// 4-16, docs/decode_kernels.md, twenty-first round). Weights that already have theirs keep them (a captured decode
 // step may read them). Returns the bytes the weights' tiles take.
 int64_t linear_tile_weights(const std::vector<LinearWeight*>& ws, int64_t room);
 

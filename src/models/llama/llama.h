@@ -80,9 +80,9 @@ class LlamaModel final : public CausalLM {
   Tensor logits_by_steps(const Tensor& ids);                    // logits() of FP8 models, via step()
   Tensor forward_hidden(const Tensor& ids_dev, int64_t B, int64_t T, Acts* acts);  // final normed (N, C)
   void step_kernels(State& st, StepBuffers& b, int64_t T);  // one inference step's launches (capturable)
-  // FP8 decode through the per-op kernels: the projections' weights pre-tiled for the skinny GEMM's ring kernel
-  // (linear_tile_weights) while anvil's device memory stays within three quarters of the device's. Returns their
-  // bytes (0: none).
+  // FP8 decode through the per-op kernels, ANVIL_SKINNY_TILES=1: the projections' weights pre-tiled for the skinny
+  // GEMM's ring kernel (linear_tile_weights) while anvil's device memory stays within three quarters of the
+  // device's. Returns their bytes (0: none).
   int64_t tile_linear_weights();
   Tensor layer_forward(LlamaLayer& ly, LlamaLayerActs& a, const Tensor& pos, int64_t B, int64_t T);
   void recompute_layer(LlamaLayer& ly, LlamaLayerActs& a, const Tensor& pos, int64_t B, int64_t T);

@@ -217,8 +217,8 @@ int64_t LlamaModel::tile_linear_weights() {
     for (LinearWeight* lw : {&ly.lin_qkv, &ly.lin_wo, &ly.lin_gate_up, &ly.lin_down}) ws.push_back(lw);
   int64_t room = 0;
 #ifdef ANVIL_HAS_GPU
-  // H200, 8B shape, FP8: +7.2 GB, batch 4-8 ~0.9% faster (docs/decode_kernels.md, twentieth round). The prefill's
-  // activations and the KV cache keep the last quarter.
+  // With ANVIL_SKINNY_TILES=1 (H200, 8B shape, FP8: +7.2 GB, batch 4-16 0.4-0.9% faster; docs/decode_kernels.md,
+  // twenty-first round). The prefill's activations and the KV cache keep the last quarter.
   room = int64_t(0.75 * double(gpu::device_info(device_.index).total_memory)) - int64_t(gpu::bytes_in_use());
 #endif
   return linear_tile_weights(ws, room);
