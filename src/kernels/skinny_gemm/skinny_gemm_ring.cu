@@ -424,45 +424,60 @@ __global__ void __launch_bounds__(kRingThreads, 1)
 }
 
 // bf16 x (M, K) to f16 x16 (M, K) times 2^sh per row, once per product, for the f16 MMAs of e4m3fn weights
-// (ANVIL_SKINNY_X16=1; otherwise convert_x does it in every block, per piece and pass). sh puts the row's largest
+// (stage_x16; otherwise convert_x does it in every block, per piece and pass). sh puts the row's largest
 // finite |x| in [2^14, 2^15), clamped to [-126, 126], as convert_x does over a piece: every value >= the max * 2^-28
 // converts exactly, the rest err by < 2^-39 of the max. xinv[m] = 2^-sh, applied to y's row (Params::y_row_scale).
-// One block of kStageThreads per row; K a multiple of 8 (the ring's rows are whole 64-value lines).
-constexpr int kStageThreads = 256;
+// One block of kStageThreads per row; K a multiple of 8 (the ring's rows are whole 64-value lines). The row is read
+// once: each thread holds up to kStageHeld packs of 8 values in registers (rows up to 16384 values; longer ones read
+// the rest twice), all loads in flight together, since the ring's consumers wait for this kernel to end.
+constexpr int kStageThreads = 512;
+constexpr int kStageHeld = 4;
 __global__ void __launch_bounds__(kStageThreads) stage_x_f16(const uint16_t* x, int K, uint32_t* x16, float* xinv) {
   // Launched early: the ring launched after it may start now and put its first weights in flight while this runs;
   // the ring's own wait covers this kernel's writes, and this kernel's wait the writer of x.
   anvil_wait_prior_grid();
   anvil_allow_next_grid();
-  const int m = int(blockIdx.x);
+  const int m = int(blockIdx.x), t = int(threadIdx.x);
   const uint4* row = reinterpret_cast<const uint4*>(x + int64_t(m) * K);
   uint4* out = reinterpret_cast<uint4*>(x16 + int64_t(m) * K / 2);
   const int packs = K / 8;
   unsigned mx = 0;  // |x| as bf16 bits, which order as integers; NaN (> 0x7f80) left out
-  auto fold = [&mx](uint32_t w) {
-    const unsigned lo = w & 0x7fffu, hi = (w >> 16) & 0x7fffu;
-    mx = max(mx, lo > 0x7f80u ? 0u : lo), mx = max(mx, hi > 0x7f80u ? 0u : hi);
+  auto fold = [&mx](const uint4& v) {
+    for (uint32_t w : {v.x, v.y, v.z, v.w}) {
+      const unsigned lo = w & 0x7fffu, hi = (w >> 16) & 0x7fffu;
+      mx = max(mx, lo > 0x7f80u ? 0u : lo), mx = max(mx, hi > 0x7f80u ? 0u : hi);
+    }
   };
-  for (int i = int(threadIdx.x); i < packs; i += kStageThreads) {
-    const uint4 v = row[i];
-    fold(v.x), fold(v.y), fold(v.z), fold(v.w);
+  uint4 held[kStageHeld];
+#pragma unroll
+  for (int j = 0; j < kStageHeld; j++) {
+    const int i = t + j * kStageThreads;
+    held[j] = i < packs ? row[i] : make_uint4(0, 0, 0, 0);  // zeros leave the max alone
   }
+#pragma unroll
+  for (int j = 0; j < kStageHeld; j++) fold(held[j]);
+  for (int i = t + kStageHeld * kStageThreads; i < packs; i += kStageThreads) fold(row[i]);
   __shared__ unsigned red[kStageThreads / kWarp];
   for (int o = kWarp / 2; o > 0; o /= 2) mx = max(mx, unsigned(ANVIL_SHFL_XOR(mx, o, kWarp)));
-  if (threadIdx.x % kWarp == 0) red[threadIdx.x / kWarp] = mx;
+  if (t % kWarp == 0) red[t / kWarp] = mx;
   __syncthreads();
   mx = 0;
   for (int w = 0; w < kStageThreads / kWarp; w++) mx = max(mx, red[w]);
   const int sh = min(126, max(-126, 141 - int(mx >> 7)));  // 141 = 127 + 14: the max's exponent to 14
   const float scale = __uint_as_float(uint32_t(127 + sh) << 23);
-  auto f16x2 = [scale](uint32_t b) {  // two bf16 to two f16, times the scale
-    return anvil_f16x2_rn(__uint_as_float(b << 16) * scale, __uint_as_float(b & 0xffff0000u) * scale);
+  auto f16x8 = [scale](const uint4& v) {  // eight bf16 to eight f16, times the scale
+    auto f16x2 = [scale](uint32_t b) {
+      return anvil_f16x2_rn(__uint_as_float(b << 16) * scale, __uint_as_float(b & 0xffff0000u) * scale);
+    };
+    return make_uint4(f16x2(v.x), f16x2(v.y), f16x2(v.z), f16x2(v.w));
   };
-  for (int i = int(threadIdx.x); i < packs; i += kStageThreads) {
-    const uint4 v = row[i];
-    out[i] = make_uint4(f16x2(v.x), f16x2(v.y), f16x2(v.z), f16x2(v.w));
+#pragma unroll
+  for (int j = 0; j < kStageHeld; j++) {
+    const int i = t + j * kStageThreads;
+    if (i < packs) out[i] = f16x8(held[j]);
   }
-  if (threadIdx.x == 0) xinv[m] = __uint_as_float(uint32_t(127 - sh) << 23);
+  for (int i = t + kStageHeld * kStageThreads; i < packs; i += kStageThreads) out[i] = f16x8(row[i]);
+  if (t == 0) xinv[m] = __uint_as_float(uint32_t(127 - sh) << 23);
 }
 
 // e4m3fn weights with bf16 x: stage x as f16 once per product (stage_x_f16) and run the f16-x ring, or convert it
