@@ -143,6 +143,9 @@ void empty_cache() {
   a.cached = 0;
 }
 size_t bytes_in_use() { return allocator().in_use; }
+int64_t room_for_copies() {
+  return int64_t(0.75 * double(device_info(current_device()).total_memory)) - int64_t(bytes_in_use());
+}
 size_t peak_bytes_in_use() { return allocator().peak; }
 void reset_peak() { allocator().peak = allocator().in_use; }
 

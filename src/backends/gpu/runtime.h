@@ -2,6 +2,7 @@
 // compiled by nvcc (CUDA) or hipcc (HIP) from the same source.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "backends/backend.h"
@@ -21,6 +22,10 @@ void empty_cache();                // return cached blocks to the driver
 size_t bytes_in_use();
 size_t peak_bytes_in_use();
 void reset_peak();
+// What optional copies (pre-tiled weights) may still take on the current device: anvil's device memory stays
+// within three quarters of the device's, so the KV cache and the prefill's activations keep the last quarter.
+// Negative when already past it.
+int64_t room_for_copies();
 
 void memset_async(void* p, int value, size_t nbytes);
 void copy_h2d(void* dst, const void* src, size_t nbytes);  // synchronous w.r.t. the host

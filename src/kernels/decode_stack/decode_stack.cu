@@ -606,8 +606,8 @@ KernelFn pick(int HD, int G) {
 }
 
 // FP8: a pre-tiled copy of the weights (backends/gpu/weight_ring.cuh) when ANVIL_DECODE_STACK_TILES=1, or by
-// default when anvil's device memory with it stays within three quarters of the device's (so the KV cache and the
-// prefill's activations keep room); 0 keeps the tensor maps only. H200, 8B shape: +7.2 GB, 2.74 -> 2.58 ms per token.
+// default when it fits in gpu::room_for_copies() (so the KV cache and the prefill's activations keep room); 0 keeps
+// the tensor maps only. H200, 8B shape: +7.2 GB, 2.74 -> 2.58 ms per token.
 // `shared`, when given, is the model's copy: used when defined, else set to the one made here.
 // Returns the copy (host[l].tiled point into it), or an undefined tensor.
 Tensor pretile(const DecodeStackShape& s, int64_t L, std::vector<Layer>& host, const Device& dev, Tensor* shared) {
@@ -621,7 +621,7 @@ Tensor pretile(const DecodeStackShape& s, int64_t L, std::vector<Layer>& host, c
     pretile_weights(s, info.compute_units, host, shared->data<uint8_t>(), false);
     return *shared;
   }
-  if (mode < 0 && double(gpu::bytes_in_use()) + double(bytes) > 0.75 * double(info.total_memory)) return Tensor();
+  if (mode < 0 && bytes > gpu::room_for_copies()) return Tensor();
   Tensor tiles;
   try {
     tiles = Tensor::empty({bytes}, DType::u8, dev);

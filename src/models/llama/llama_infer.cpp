@@ -219,7 +219,7 @@ int64_t LlamaModel::tile_linear_weights() {
 #ifdef ANVIL_HAS_GPU
   // With ANVIL_SKINNY_TILES=1 (H200, 8B shape, FP8: +7.2 GB, batch 4-16 0.4-0.9% faster; docs/decode_kernels.md,
   // twenty-first round). The prefill's activations and the KV cache keep the last quarter.
-  room = int64_t(0.75 * double(gpu::device_info(device_.index).total_memory)) - int64_t(gpu::bytes_in_use());
+  room = gpu::room_for_copies();
 #endif
   return linear_tile_weights(ws, room);
 }
