@@ -483,9 +483,9 @@ __global__ void __launch_bounds__(kStageThreads) stage_x_f16(const uint16_t* x, 
 // e4m3fn weights with bf16 x: stage x as f16 once per product (stage_x_f16) and run the f16-x ring, or convert it
 // in the ring (convert_x; the software decode from 9 rows). ANVIL_SKINNY_X16 unset: from kStageX16MinRows rows;
 // 0: never; 1: at every row count; anything else is an error. Read per call, so the op cases can compare the ways
-// in one process. H200, 8B FP8 decode loop, ms per step, staged / converted in the ring: batch 4 3.38 / 3.30,
-// batch 8 3.42 / 3.47, batch 16 3.83 / 4.38 (docs/decode_kernels.md, twenty-first round). The staging is one more
-// launch per product, which the ring's savings repay only from ~8 rows.
+// in one process. H200, 8B FP8 decode loop, ms per step, staged / converted in the ring: batch 4 3.35 / 3.32,
+// batch 8 3.39 / 3.50, batch 16 3.81 / 4.37 (docs/decode_kernels.md, twenty-first round). The staging is one more
+// launch and pass over x per product, which the ring's savings repay somewhere between 4 and 8 rows.
 constexpr int kStageX16MinRows = 8;
 bool stage_x16(int M) {
   const char* e = std::getenv("ANVIL_SKINNY_X16");
