@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 
 #include "harness.h"
 #include "kernels/skinny_gemm/skinny_gemm.h"
@@ -165,6 +166,7 @@ struct SF {
   Pro pro;
   int64_t M, N, K;
   DType x, w;
+  const char* x16 = nullptr;  // ANVIL_SKINNY_X16 for the launch ("1": e4m3fn with bf16 inputs stages the prologue)
 };
 
 std::vector<Check> run_sf(const Ctx& ctx, const SF& s) {
@@ -186,7 +188,11 @@ std::vector<Check> run_sf(const Ctx& ctx, const SF& s) {
   SkinnyPrologue p = s.pro == Pro::swiglu ? SkinnyPrologue::swiglu(ta)
                      : s.pro == Pro::norm ? SkinnyPrologue::rms_norm(ta, tg, eps)
                                           : SkinnyPrologue::add_rms_norm(ta, tb, tg, eps, th);
-  skinny_gemm_fused(p, tw, tws, ty);
+  {
+    std::optional<ScopedEnv> knob;
+    if (s.x16) knob.emplace("ANVIL_SKINNY_X16", s.x16);
+    skinny_gemm_fused(p, tw, tws, ty);
+  }
 
   // Reference in fp64 from the same rounded inputs: h rounded into x's dtype (add_rms_norm's h), x unrounded.
   std::vector<double> x(size_t(M * K)), h(size_t(M * K));
@@ -375,6 +381,17 @@ std::vector<OpCase> cases() {
           c.test = [=](const Ctx& ctx) { return run_sf(ctx, s); };
           out.push_back(c);
         }
+  // e4m3fn with bf16 inputs: the prologue runs once, in the kernel that stages x as f16 for the ring
+  // (skinny_gemm_fused_stages; ANVIL_SKINNY_X16=1 at 4 rows too), or with =0 in every block of a register kernel.
+  for (Pro pro : {Pro::norm, Pro::add_norm, Pro::swiglu})
+    for (NK nk : {NK{2112, 4096}, NK{136, 14336}, NK{4100, 1408}})
+      for (auto [M, knob] : {std::pair<int64_t, const char*>{4, "1"}, {8, "1"}, {16, "1"}, {16, "0"}}) {
+        SF s{pro, M, nk.N, nk.K, DType::bf16, DType::e4m3fn, knob};
+        OpCase c{"skinny_gemm", str("skinny_gemm_fused(", pro_name(pro), ",bf16xe4m3fn,M=", M, ",N=", nk.N, ",K=", nk.K,
+                                    ",x16=", knob, ")")};
+        c.test = [=](const Ctx& ctx) { return run_sf(ctx, s); };
+        out.push_back(c);
+      }
   out.push_back(fused_error_case());
 
   // Perf: Llama-3.1-8B decode projections, bf16 activations and outputs; bytes = weights + x + y (the weight

@@ -104,6 +104,17 @@ int64_t skinny_gemm_tiles_bytes(const Tensor& w) {
 #endif
 }
 
+bool skinny_gemm_fused_stages(int64_t rows, const Tensor& w, DType x_dtype) {
+  check_defined("skinny_gemm_fused_stages", "w", w);
+  check_dim("skinny_gemm_fused_stages", "w", w, 2);
+  if (!w.device().is_gpu() || rows < 1 || rows > kSkinnyMaxRows) return false;
+#ifdef ANVIL_HAS_GPU
+  return skinny_gemm_fused_stages_gpu(rows, w, x_dtype);
+#else
+  return false;
+#endif
+}
+
 void skinny_gemm_fused(const SkinnyPrologue& pro, const Tensor& w, const Tensor& w_scale, Tensor& y) {
   const char* op = "skinny_gemm_fused";
   const bool glu = pro.kind == SkinnyPrologue::Kind::swiglu;

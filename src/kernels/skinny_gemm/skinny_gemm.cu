@@ -503,6 +503,10 @@ void skinny_gemm_gpu(const Tensor& x, const Tensor& x_scale, const Tensor& w, co
 Tensor skinny_gemm_tiles_gpu(const Tensor& w) { return skinny::ring_tiles(w); }
 int64_t skinny_gemm_tiles_bytes_gpu(const Tensor& w) { return skinny::ring_tiles_bytes(w); }
 
+bool skinny_gemm_fused_stages_gpu(int64_t rows, const Tensor& w, DType x_dtype) {
+  return skinny::skinny_fused_stages(int(rows), int(w.size(0)), int(w.size(1)), w.dtype(), x_dtype);
+}
+
 void skinny_gemm_fused_gpu(const SkinnyPrologue& pro, const Tensor& w, const Tensor& w_scale, Tensor& y) {
   Params p{};
   p.M = int(y.size(0)), p.K = int(w.size(1));

@@ -25,7 +25,8 @@
 //   its slot, once per piece, by 3 converter warps, times a power of two per row (convert_x). e4m3fnuz (no
 //   hardware conversion) is decoded exactly into the 16-bit type in software, ~13 instructions per 4 weights.
 //   From 8 rows (stage_x16), bf16 x is instead staged as f16 once per product by a kernel launched before the
-//   ring (stage_x_f16), and e4m3fn takes the f16-x ring with the hardware conversion.
+//   ring (stage_x_f16), and e4m3fn takes the f16-x ring with the hardware conversion. A fused prologue
+//   (skinny_gemm_fused: the norm or SwiGLU that makes x) runs in that staging kernel (stage_prologue_f16).
 // - At the end of a pass, in up to 4 rounds, the warps put their sums in `part` and the consumer threads add the
 //   4 quarters in a fixed order, scale, and store y: deterministic, no atomics.
 // - Launched early (gpu::launch_early): the first chunks of weights, which depend on nothing, are in flight
@@ -36,6 +37,7 @@
 #include "kernels/skinny_gemm/skinny_gemm_gpu.cuh"  // first: common.cuh brings the vendor runtime core/ needs
 #include "backends/gpu/weight_ring.cuh"
 #include "kernels/skinny_gemm/skinny_gemm.h"
+#include "kernels/swiglu/swiglu_gpu.cuh"
 
 namespace anvil {
 namespace skinny {
@@ -480,6 +482,104 @@ __global__ void __launch_bounds__(kStageThreads) stage_x_f16(const uint16_t* x, 
   if (t == 0) xinv[m] = __uint_as_float(uint32_t(127 - sh) << 23);
 }
 
+// The fused prologues (SkinnyPrologue; skinny_gemm_fused) computed once per product by the same staging, so the
+// norm or SwiGLU that made x and the f16 copy are one kernel instead of two: bf16 inputs, one block per row, the
+// row's f32 x held in registers (K <= kStagePrologueMaxK). norm: h = a (+ b, rounded to bf16 as add_rms_norm
+// stores it, written to h_out), x = h * gamma, and y's row takes rstd * 2^-sh (the fused kernels' contract: x not
+// rounded to 16 bits before the product, 1/rms applied to the sums); swiglu: x = silu(gate) * up, y's row 2^-sh.
+constexpr int kStagePrologueMaxK = kStageThreads * kStageHeld * 8;
+template <bool GLU>
+__global__ void __launch_bounds__(kStageThreads) stage_prologue_f16(const uint16_t* a, const uint16_t* b,
+                                                                    const uint16_t* gamma, uint16_t* h_out, int K,
+                                                                    float eps, uint32_t* x16, float* row_scale) {
+  anvil_wait_prior_grid();  // as stage_x_f16
+  anvil_allow_next_grid();
+  const int m = int(blockIdx.x), t = int(threadIdx.x), packs = K / 8;
+  const int64_t ld = GLU ? 2 * int64_t(K) : K;  // gu rows hold gate then up
+  const uint4* ra = reinterpret_cast<const uint4*>(a + int64_t(m) * ld);
+  const uint4* ru = reinterpret_cast<const uint4*>(a + int64_t(m) * ld + K);  // swiglu: up
+  const uint4* rb = b ? reinterpret_cast<const uint4*>(b + int64_t(m) * K) : nullptr;  // norm: b, h_out or neither
+  const uint4* rg = reinterpret_cast<const uint4*>(gamma);
+  uint4* rh = b ? reinterpret_cast<uint4*>(h_out + int64_t(m) * K) : nullptr;
+  auto lo = [](uint32_t w) { return __uint_as_float(w << 16); };
+  auto hi = [](uint32_t w) { return __uint_as_float(w & 0xffff0000u); };
+  // Every load first (a's packs, then up's or b's and gamma's), so all are in flight together: computing between
+  // them would leave the loads behind the h_out stores, which the compiler must assume may alias them.
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  uint4 pa[kStageHeld], pb[kStageHeld], pg[kStageHeld];
+#pragma unroll
+  for (int j = 0; j < kStageHeld; j++) {
+    const int i = t + j * kStageThreads;
+    const bool in = i < packs;
+    pa[j] = in ? ra[i] : zero;
+    pb[j] = in && (GLU || b) ? (GLU ? ru[i] : rb[i]) : zero;
+    pg[j] = in && !GLU ? rg[i] : zero;
+  }
+  float v[kStageHeld][8];
+  float ss = 0.f, mx = 0.f;  // sum of h^2 (norm); max finite |x| (fmaxf drops NaN); packs past K are zeros
+#pragma unroll
+  for (int j = 0; j < kStageHeld; j++) {
+    const int i = t + j * kStageThreads;
+    const uint32_t w0[4] = {pa[j].x, pa[j].y, pa[j].z, pa[j].w}, w1[4] = {pb[j].x, pb[j].y, pb[j].z, pb[j].w};
+    if constexpr (GLU) {
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        v[j][2 * e] = swiglu_f32<bf16>(lo(w0[e]), lo(w1[e]));
+        v[j][2 * e + 1] = swiglu_f32<bf16>(hi(w0[e]), hi(w1[e]));
+      }
+    } else {
+      float h[8];
+#pragma unroll
+      for (int e = 0; e < 4; e++) h[2 * e] = lo(w0[e]), h[2 * e + 1] = hi(w0[e]);
+      if (b) {
+        uint32_t hb[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const uint32_t l = from_f32<bf16>(h[2 * e] + lo(w1[e])).bits;
+          const uint32_t u = from_f32<bf16>(h[2 * e + 1] + hi(w1[e])).bits;
+          hb[e] = l | (u << 16);
+          h[2 * e] = lo(l), h[2 * e + 1] = lo(u);
+        }
+        if (i < packs) rh[i] = make_uint4(hb[0], hb[1], hb[2], hb[3]);
+      }
+      const uint32_t wg[4] = {pg[j].x, pg[j].y, pg[j].z, pg[j].w};
+#pragma unroll
+      for (int e = 0; e < 8; e++) {
+        ss = fmaf(h[e], h[e], ss);
+        v[j][e] = h[e] * (e % 2 ? hi(wg[e / 2]) : lo(wg[e / 2]));
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < 8; e++) mx = fmaxf(mx, fabsf(v[j][e]));
+  }
+  __shared__ float red_mx[kStageThreads / kWarp], red_ss[kStageThreads / kWarp];
+  for (int o = kWarp / 2; o > 0; o /= 2) {
+    mx = fmaxf(mx, ANVIL_SHFL_XOR(mx, o, kWarp));
+    ss += ANVIL_SHFL_XOR(ss, o, kWarp);
+  }
+  if (t % kWarp == 0) red_mx[t / kWarp] = mx, red_ss[t / kWarp] = ss;
+  __syncthreads();
+  mx = 0.f, ss = 0.f;
+  for (int w = 0; w < kStageThreads / kWarp; w++) mx = fmaxf(mx, red_mx[w]), ss += red_ss[w];  // fixed order
+  // As stage_x_f16: the max's exponent to 14 (an inf max gives the smallest shift; a zero row the largest).
+  const int sh = min(126, max(-126, 141 - int((__float_as_uint(mx) >> 23) & 0xff)));
+  const float scale = __uint_as_float(uint32_t(127 + sh) << 23);
+  uint4* out = reinterpret_cast<uint4*>(x16 + int64_t(m) * K / 2);
+#pragma unroll
+  for (int j = 0; j < kStageHeld; j++) {
+    const int i = t + j * kStageThreads;
+    if (i >= packs) continue;
+    uint32_t o[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) o[e] = anvil_f16x2_rn(v[j][2 * e] * scale, v[j][2 * e + 1] * scale);
+    out[i] = make_uint4(o[0], o[1], o[2], o[3]);
+  }
+  if (t == 0) {
+    const float inv = __uint_as_float(uint32_t(127 - sh) << 23);
+    row_scale[m] = GLU ? inv : rsqrtf(ss / float(K) + eps) * inv;
+  }
+}
+
 // e4m3fn weights with bf16 x: stage x as f16 once per product (stage_x_f16) and run the f16-x ring, or convert it
 // in the ring (convert_x; the software decode from 9 rows). ANVIL_SKINNY_X16 unset: from kStageX16MinRows rows;
 // 0: never; 1: at every row count; anything else is an error. Read per call, so the op cases can compare the ways
@@ -585,11 +685,13 @@ Tensor ring_tiles(const Tensor& w) {
   return t;
 }
 
-bool try_ring(const Params& p, DType wd) {
+namespace {
+// Whether the ring takes a product of M rows of xd x and an (N, K) weight of wd, alignment aside.
+bool ring_takes(int M, int N, int K, DType wd, DType xd) {
   const int mode = ring_mode();
-  if (p.pro != kProPlain || p.M < 1 || p.M > 16 || p.N < 1 || mode == 0) return false;
+  if (M < 1 || M > 16 || N < 1 || mode == 0) return false;
   const auto info = gpu::device_info(gpu::current_device());
-  if (!ring_reads(info, wd, p.K)) return false;
+  if (!ring_reads(info, wd, K)) return false;
   const bool fp8 = wd == DType::e4m3fn || wd == DType::e4m3fnuz;
   // FP8 weights. H200, 8B projections, µs per launch in a graph, ring / register kernels:
   // - e4m3fnuz, and e4m3fn from 9 rows with bf16 x, decode in software (~13 instructions per 4 weights, run
@@ -600,20 +702,47 @@ bool try_ring(const Params& p, DType wd) {
   //   4 rows 10.9 / 14.6, 9.6 / 10.0, 37.8 / 46.4, 22.7 / 25.8. One row of a weight under kRingMinBytesFp8Row
   //   (o's 16.8 MB) keeps the register kernels, whose fixed cost is lower.
   // docs/decode_kernels.md, ninth and tenth rounds. 16-bit weights take the ring at every row count.
-  if (wd == DType::e4m3fnuz && p.M < kRingMinRowsFp8 && mode != 2) return false;
-  if (wd == DType::e4m3fn && p.M == 1 && int64_t(p.N) * p.K < kRingMinBytesFp8Row && mode != 2) return false;
+  if (wd == DType::e4m3fnuz && M < kRingMinRowsFp8 && mode != 2) return false;
+  if (wd == DType::e4m3fn && M == 1 && int64_t(N) * K < kRingMinBytesFp8Row && mode != 2) return false;
+  return (xd == DType::bf16 && (wd == DType::bf16 || fp8)) || (xd == DType::f16 && (wd == DType::f16 || fp8));
+}
+
+// A fused prologue (norm or SwiGLU) takes the ring only through its f16 staging: the ring's own x path reads plain x.
+bool ring_stages_prologue(int M, int N, int K, DType wd, DType xd) {
+  return ring_takes(M, N, K, wd, xd) && wd == DType::e4m3fn && xd == DType::bf16 && stage_x16(M) &&
+         K <= kStagePrologueMaxK;
+}
+}  // namespace
+
+bool skinny_fused_stages(int M, int N, int K, DType wd, DType xd) { return ring_stages_prologue(M, N, K, wd, xd); }
+
+bool try_ring(const Params& p, DType wd) {
+  if (!ring_takes(p.M, p.N, p.K, wd, p.x_dtype)) return false;
+  if (p.pro != kProPlain && !ring_stages_prologue(p.M, p.N, p.K, wd, p.x_dtype)) return false;
   const bool xbf = p.x_dtype == DType::bf16;
-  if (!(xbf && (wd == DType::bf16 || fp8)) && !(p.x_dtype == DType::f16 && (wd == DType::f16 || fp8))) return false;
-  // Tile maps: 16-byte aligned bases (rows of whole lines: ring_reads).
-  if (!gpu::aligned16(p.x) || !gpu::aligned16(p.w)) return false;
+  // Tile maps: 16-byte aligned bases (rows of whole lines: ring_reads); the stagings load 16 bytes at a time too.
+  auto aligned = [](const void* q) { return !q || gpu::aligned16(q); };
+  if (!gpu::aligned16(p.x) || !gpu::aligned16(p.w) || !aligned(p.nb) || !aligned(p.gamma) || !aligned(p.h_out))
+    return false;
   if (wd == DType::e4m3fn && xbf && stage_x16(p.M)) {
-    // The staged copy and its scales are stream-ordered temporaries: freed here, reused only by later work.
+    // The staged copy and its row scales are stream-ordered temporaries: freed here, reused only by later work.
     const Device dev = Device::gpu(gpu::current_device());
-    Tensor x16 = Tensor::empty({p.M, p.K}, DType::f16, dev), xinv = Tensor::empty({p.M}, DType::f32, dev);
-    gpu::launch_early(stage_x_f16, dim3(unsigned(p.M)), dim3(kStageThreads), 0, static_cast<const uint16_t*>(p.x),
-                      p.K, static_cast<uint32_t*>(x16.data_ptr()), xinv.data<float>());
+    Tensor x16 = Tensor::empty({p.M, p.K}, DType::f16, dev), rs = Tensor::empty({p.M}, DType::f32, dev);
+    auto* xo = static_cast<uint32_t*>(x16.data_ptr());
+    const auto* x = static_cast<const uint16_t*>(p.x);
+    const dim3 grid(unsigned(p.M)), block(kStageThreads);
+    if (p.pro == kProPlain)
+      gpu::launch_early(stage_x_f16, grid, block, 0, x, p.K, xo, rs.data<float>());
+    else if (p.pro == kProSwiglu)
+      gpu::launch_early(stage_prologue_f16<true>, grid, block, 0, x, nullptr, nullptr, nullptr, p.K, 0.f, xo,
+                        rs.data<float>());
+    else
+      gpu::launch_early(stage_prologue_f16<false>, grid, block, 0, x, static_cast<const uint16_t*>(p.nb),
+                        static_cast<const uint16_t*>(p.gamma), static_cast<uint16_t*>(p.h_out), p.K, p.eps, xo,
+                        rs.data<float>());
     Params q = p;
-    q.x = x16.data_ptr(), q.x_dtype = DType::f16, q.y_row_scale = xinv.data<float>();
+    q.pro = kProPlain, q.nb = q.gamma = nullptr, q.h_out = nullptr;
+    q.x = x16.data_ptr(), q.x_dtype = DType::f16, q.y_row_scale = rs.data<float>();
     return launch_ring_rows<WE4m3<false>, false>(q);
   }
   switch (wd) {
@@ -626,6 +755,7 @@ bool try_ring(const Params& p, DType wd) {
 #else
 // No bulk copies or m16n8k16 MMA in this vendor's header (HIP): the other kernels take every product.
 bool try_ring(const Params&, DType) { return false; }
+bool skinny_fused_stages(int, int, int, DType, DType) { return false; }
 int64_t ring_tiles_bytes(const Tensor&) { return 0; }
 Tensor ring_tiles(const Tensor&) { return Tensor(); }
 #endif

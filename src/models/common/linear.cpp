@@ -159,18 +159,26 @@ void linear_fwd(const Tensor& x, const LinearWeight& lw, Tensor& y) {
   }
 }
 
-bool linear_fuses(int64_t rows, const LinearWeight& lw, Device d) {
-  // Opt-in (ANVIL_DECODE_FUSION=1). H200, Llama-3.1-8B shape, batch 1, graph: 4.94 ms/step unfused, 5.29 fused
-  // (FP8 3.37 / 3.69). ncu per launch, fused against unfused: gate|up 73.3 / 61.4 us, down 42.5 / 36.0, q|k|v
-  // 23.2 / 16.4, LM head 289 / 250. Every block of the GEMM redoes the row's norm or SwiGLU (7 waves of blocks
-  // for gate|up, 30 for the LM head) before its first FMA, while only one step of weights is in flight, and
-  // that costs more than the 2-3 us kernel it replaces. See docs/decode_kernels.md.
-  static const bool enabled = [] {
+bool linear_fuses(int64_t rows, const LinearWeight& lw, Device d, DType x_dtype) {
+  // ANVIL_DECODE_FUSION=1: every product the skinny kernels take. H200, Llama-3.1-8B shape, batch 1, graph: 4.94
+  // ms/step unfused, 5.29 fused (FP8 3.37 / 3.69). ncu per launch, fused against unfused: gate|up 73.3 / 61.4 us,
+  // down 42.5 / 36.0, q|k|v 23.2 / 16.4, LM head 289 / 250. Every block of the GEMM redoes the row's norm or SwiGLU
+  // (7 waves of blocks for gate|up, 30 for the LM head) before its first FMA, while only one step of weights is in
+  // flight, and that costs more than the 2-3 us kernel it replaces. See docs/decode_kernels.md.
+  // =stage: only the products whose prologue runs once, in the f16 staging before the ring kernel
+  // (skinny_gemm_fused_stages: FP8 batch decode from 8 rows), where it replaces the norm's or SwiGLU's kernel
+  // instead of being redone per block. Unset or 0: none; anything else is an error.
+  static const int mode = [] {
     const char* e = std::getenv("ANVIL_DECODE_FUSION");
+    const std::string v = e ? e : "";
+    ANVIL_CHECK(v.empty() || v == "0" || v == "1" || v == "stage", "linear_fuses",
+                "ANVIL_DECODE_FUSION unset, 0, 1 or stage", v);
     const char* g = std::getenv("ANVIL_GEMM");  // a forced GEMM path (matmul.cu) bypasses the skinny kernel
-    return e && std::strcmp(e, "1") == 0 && !(g && *g && std::strcmp(g, "auto") != 0);
+    if (g && *g && std::strcmp(g, "auto") != 0) return 0;
+    return v == "1" ? 1 : v == "stage" ? 2 : 0;
   }();
-  if (!enabled || !d.is_gpu() || rows < 1) return false;
+  if (mode == 0 || !d.is_gpu() || rows < 1) return false;
+  if (mode == 2) return lw.is_fp8() && skinny_gemm_fused_stages(rows, lw.w, x_dtype);
   if (lw.is_fp8()) return rows <= fp8_skinny_rows(d);
   return (lw.w.dtype() == DType::bf16 || lw.w.dtype() == DType::f16) && rows <= kSkinnyCrossoverRows;
 }
@@ -181,7 +189,7 @@ void linear_fwd_fused(const SkinnyPrologue& pro, const LinearWeight& lw, Tensor&
   ANVIL_CHECK(y.is_contiguous() && y.numel() == rows * OC, op, str("y (", rows, ", ", OC, ") contiguous"),
               y.describe());
   Tensor y2 = y.view({rows, OC});
-  if (linear_fuses(rows, lw, pro.device())) return skinny_gemm_fused(pro, lw.w, lw.w_scale, y2);
+  if (linear_fuses(rows, lw, pro.device(), pro.dtype())) return skinny_gemm_fused(pro, lw.w, lw.w_scale, y2);
   Tensor x = Tensor::empty({rows, pro.cols()}, pro.dtype(), pro.device());
   if (pro.kind == SkinnyPrologue::Kind::swiglu) {
     swiglu_fwd(pro.gu, x);

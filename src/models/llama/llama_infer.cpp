@@ -200,7 +200,7 @@ void LlamaModel::step_kernels(State& st, StepBuffers& b, int64_t T) {
     }
   }
   const LinearWeight head = linear_weight(lm_head_->weight);
-  if (linear_fuses(B, head, device_)) {
+  if (linear_fuses(B, head, device_, dtype_)) {
     Tensor h_out = T > 1 ? Tensor::empty({B, C}, dtype_, device_) : *h_next;
     linear_fwd_fused(SkinnyPrologue::add_rms_norm(last_h, last_b, final_norm_->weight, eps, h_out), head, b.logits);
   } else {
