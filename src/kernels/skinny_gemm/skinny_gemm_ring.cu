@@ -178,6 +178,17 @@ __device__ __forceinline__ uint32_t absmax_bf16x2(uint32_t a, uint32_t b) {
   return d;
 }
 
+// bf16 x to f16 for the f16 MMAs, times 2^sh per row (or piece): sh puts the largest finite |x|, given as bf16 bits,
+// in [2^14, 2^15) (141 = 127 + 14), clamped to [-126, 126] so that 2^sh and 2^-sh are normal floats. Used by
+// convert_x, stage_x_f16 and stage_prologue_f16, whose y rows take 2^-sh back.
+__device__ __forceinline__ int x16_shift(unsigned max_bf16_bits) {
+  return min(126, max(-126, 141 - int(max_bf16_bits >> 7)));
+}
+__device__ __forceinline__ float exp2_int(int e) { return __uint_as_float(uint32_t(127 + e) << 23); }
+__device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t b, float scale) {
+  return anvil_f16x2_rn(__uint_as_float(b << 16) * scale, __uint_as_float(b & 0xffff0000u) * scale);
+}
+
 // Converter warp cw: every x piece, in the producer's order, once it has landed, from bf16 to f16 in place, for
 // the f16 MMAs of e4m3fn weights. Row r (< M; rows past M are zeros in both types) is scaled by 2^sh so that its
 // largest |x| over the piece's 1024 columns lands in [2^14, 2^15): every value >= that max * 2^-28 converts
@@ -219,17 +230,15 @@ __device__ void convert_x(const RingCfg& rc, int M, int passes, uint8_t* xs, uin
         uint32_t mx = max(m[0] & 0x7fffu, (m[0] >> 16) & 0x7fffu);  // |x| as bf16 bits: they order as integers
 #pragma unroll
         for (int o = kLanesPerRow / 2; o > 0; o /= 2) mx = max(mx, unsigned(ANVIL_SHFL_XOR(mx, o, kWarp)));
-        const int sh = min(126, max(-126, 141 - int(mx >> 7)));  // 141 = 127 + 14: the max's exponent to 14
-        const float scale = __uint_as_float(uint32_t(127 + sh) << 23);
-        auto f16x2 = [scale](uint32_t b) {  // two bf16 to two f16, times the scale
-          return anvil_f16x2_rn(__uint_as_float(b << 16) * scale, __uint_as_float(b & 0xffff0000u) * scale);
-        };
+        const int sh = x16_shift(mx);
+        const float scale = exp2_int(sh);
+        auto f16x2 = [scale](uint32_t b) { return bf16x2_to_f16x2(b, scale); };
         if (live) {
 #pragma unroll
           for (int e = 0; e < kPer; e++)
             *reinterpret_cast<uint4*>(xsl + off[e]) =
                 make_uint4(f16x2(v[e].x), f16x2(v[e].y), f16x2(v[e].z), f16x2(v[e].w));
-          if (hl == 0) xinv[slot * kMaxXRows + r] = __uint_as_float(uint32_t(127 - sh) << 23);
+          if (hl == 0) xinv[slot * kMaxXRows + r] = exp2_int(-sh);
         }
       }
       anvil_fence_proxy_async_smem();  // the slot's next fill is a copy
@@ -465,13 +474,11 @@ __global__ void __launch_bounds__(kStageThreads) stage_x_f16(const uint16_t* x, 
   __syncthreads();
   mx = 0;
   for (int w = 0; w < kStageThreads / kWarp; w++) mx = max(mx, red[w]);
-  const int sh = min(126, max(-126, 141 - int(mx >> 7)));  // 141 = 127 + 14: the max's exponent to 14
-  const float scale = __uint_as_float(uint32_t(127 + sh) << 23);
+  const int sh = x16_shift(mx);
+  const float scale = exp2_int(sh);
   auto f16x8 = [scale](const uint4& v) {  // eight bf16 to eight f16, times the scale
-    auto f16x2 = [scale](uint32_t b) {
-      return anvil_f16x2_rn(__uint_as_float(b << 16) * scale, __uint_as_float(b & 0xffff0000u) * scale);
-    };
-    return make_uint4(f16x2(v.x), f16x2(v.y), f16x2(v.z), f16x2(v.w));
+    return make_uint4(bf16x2_to_f16x2(v.x, scale), bf16x2_to_f16x2(v.y, scale), bf16x2_to_f16x2(v.z, scale),
+                      bf16x2_to_f16x2(v.w, scale));
   };
 #pragma unroll
   for (int j = 0; j < kStageHeld; j++) {
@@ -479,7 +486,7 @@ __global__ void __launch_bounds__(kStageThreads) stage_x_f16(const uint16_t* x, 
     if (i < packs) out[i] = f16x8(held[j]);
   }
   for (int i = t + kStageHeld * kStageThreads; i < packs; i += kStageThreads) out[i] = f16x8(row[i]);
-  if (t == 0) xinv[m] = __uint_as_float(uint32_t(127 - sh) << 23);
+  if (t == 0) xinv[m] = exp2_int(-sh);
 }
 
 // The fused prologues (SkinnyPrologue; skinny_gemm_fused) computed once per product by the same staging, so the
@@ -561,9 +568,10 @@ __global__ void __launch_bounds__(kStageThreads) stage_prologue_f16(const uint16
   __syncthreads();
   mx = 0.f, ss = 0.f;
   for (int w = 0; w < kStageThreads / kWarp; w++) mx = fmaxf(mx, red_mx[w]), ss += red_ss[w];  // fixed order
-  // As stage_x_f16: the max's exponent to 14 (an inf max gives the smallest shift; a zero row the largest).
-  const int sh = min(126, max(-126, 141 - int((__float_as_uint(mx) >> 23) & 0xff)));
-  const float scale = __uint_as_float(uint32_t(127 + sh) << 23);
+  // The max's top 16 bits are its bf16 truncation, which has its exponent (an inf max gives the smallest shift; a
+  // zero row the largest).
+  const int sh = x16_shift(__float_as_uint(mx) >> 16);
+  const float scale = exp2_int(sh);
   uint4* out = reinterpret_cast<uint4*>(x16 + int64_t(m) * K / 2);
 #pragma unroll
   for (int j = 0; j < kStageHeld; j++) {
@@ -575,8 +583,7 @@ __global__ void __launch_bounds__(kStageThreads) stage_prologue_f16(const uint16
     out[i] = make_uint4(o[0], o[1], o[2], o[3]);
   }
   if (t == 0) {
-    const float inv = __uint_as_float(uint32_t(127 - sh) << 23);
-    row_scale[m] = GLU ? inv : rsqrtf(ss / float(K) + eps) * inv;
+    row_scale[m] = GLU ? exp2_int(-sh) : rsqrtf(ss / float(K) + eps) * exp2_int(-sh);
   }
 }
 
