@@ -382,13 +382,14 @@ std::vector<OpCase> cases() {
           out.push_back(c);
         }
   // e4m3fn with bf16 inputs: the prologue runs once, in the kernel that stages x as f16 for the ring
-  // (skinny_gemm_fused_stages; ANVIL_SKINNY_X16=1 at 4 rows too), or with =0 in every block of a register kernel.
+  // (skinny_gemm_fused_stages: from 2 rows by default, "" below; ANVIL_SKINNY_X16=1 at every row count), or with =0
+  // in every block of a register kernel.
   for (Pro pro : {Pro::norm, Pro::add_norm, Pro::swiglu})
     for (NK nk : {NK{2112, 4096}, NK{136, 14336}, NK{4100, 1408}})
-      for (auto [M, knob] : {std::pair<int64_t, const char*>{4, "1"}, {8, "1"}, {16, "1"}, {16, "0"}}) {
+      for (auto [M, knob] : {std::pair<int64_t, const char*>{2, ""}, {5, ""}, {8, "1"}, {16, "1"}, {4, "0"}, {16, "0"}}) {
         SF s{pro, M, nk.N, nk.K, DType::bf16, DType::e4m3fn, knob};
         OpCase c{"skinny_gemm", str("skinny_gemm_fused(", pro_name(pro), ",bf16xe4m3fn,M=", M, ",N=", nk.N, ",K=", nk.K,
-                                    ",x16=", knob, ")")};
+                                    ",x16=", *knob ? knob : "auto", ")")};
         c.test = [=](const Ctx& ctx) { return run_sf(ctx, s); };
         out.push_back(c);
       }

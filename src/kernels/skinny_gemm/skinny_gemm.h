@@ -97,7 +97,7 @@ struct SkinnyPrologue {
 // Front-end: checks every argument (shapes, dtypes, aliasing), then runs on the prologue's device.
 void skinny_gemm_fused(const SkinnyPrologue& pro, const Tensor& w, const Tensor& w_scale, Tensor& y);
 // Whether skinny_gemm_fused with `rows` rows of x_dtype inputs and weight w runs its prologue once, in the kernel
-// that stages x as f16 for the ring (CUDA sm_90, e4m3fn w, bf16 inputs, 8-16 rows by default, K <= 16384), rather
+// that stages x as f16 for the ring (CUDA sm_90, e4m3fn w, bf16 inputs, 2-16 rows by default, K <= 16384), rather
 // than in every block of a register kernel. False on the CPU.
 bool skinny_gemm_fused_stages(int64_t rows, const Tensor& w, DType x_dtype);
 void skinny_gemm_fused_cpu(const SkinnyPrologue& pro, const Tensor& w, const Tensor& w_scale, Tensor& y);

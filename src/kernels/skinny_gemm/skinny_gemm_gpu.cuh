@@ -136,7 +136,7 @@ bool try_mma(const Params& p, DType wd, bool w_vec, Device dev);
 // multiple of 128 bytes, and ANVIL_SKINNY_RING not 0 (2: every row count).
 bool try_ring(const Params& p, DType wd);
 // Whether a fused prologue (kProNorm, kProSwiglu) of M rows of xd inputs would run in the ring kernel's f16 staging
-// (one kernel for the prologue and the copy, then the ring): e4m3fn w (N, K), bf16 inputs, from 8 rows (stage_x16).
+// (one kernel for the prologue and the copy, then the ring): e4m3fn w (N, K), bf16 inputs, from 2 rows (stage_x16).
 bool skinny_fused_stages(int M, int N, int K, DType wd, DType xd);
 // w (N, K) pre-tiled for the ring kernel on the current GPU (Params::w_tiles), or an undefined tensor where the
 // ring never reads w (no bulk copies, rows not whole 128-byte lines, a weight dtype it does not take).

@@ -26,7 +26,8 @@
 //   hardware conversion) is decoded exactly into the 16-bit type in software, ~13 instructions per 4 weights.
 //   From 8 rows (stage_x16), bf16 x is instead staged as f16 once per product by a kernel launched before the
 //   ring (stage_x_f16), and e4m3fn takes the f16-x ring with the hardware conversion. A fused prologue
-//   (skinny_gemm_fused: the norm or SwiGLU that makes x) runs in that staging kernel (stage_prologue_f16).
+//   (skinny_gemm_fused: the norm or SwiGLU that makes x) runs in that staging kernel (stage_prologue_f16), from
+//   2 rows.
 // - At the end of a pass, in up to 4 rounds, the warps put their sums in `part` and the consumer threads add the
 //   4 quarters in a fixed order, scale, and store y: deterministic, no atomics.
 // - Launched early (gpu::launch_early): the first chunks of weights, which depend on nothing, are in flight
@@ -587,16 +588,20 @@ __global__ void __launch_bounds__(kStageThreads) stage_prologue_f16(const uint16
   }
 }
 
-// e4m3fn weights with bf16 x: stage x as f16 once per product (stage_x_f16) and run the f16-x ring, or convert it
-// in the ring (convert_x; the software decode from 9 rows). ANVIL_SKINNY_X16 unset: from kStageX16MinRows rows;
-// 0: never; 1: at every row count; anything else is an error. Read per call, so the op cases can compare the ways
-// in one process. H200, 8B FP8 decode loop, ms per step, staged / converted in the ring: batch 4 3.35 / 3.32,
-// batch 8 3.39 / 3.50, batch 16 3.81 / 4.37 (docs/decode_kernels.md, twenty-first round). The staging is one more
-// launch and pass over x per product, which the ring's savings repay somewhere between 4 and 8 rows.
+// e4m3fn weights with bf16 x: stage x as f16 once per product (stage_x_f16, or stage_prologue_f16 when a norm or
+// SwiGLU makes x) and run the f16-x ring, or convert it in the ring (convert_x; the software decode from 9 rows).
+// ANVIL_SKINNY_X16 unset: plain x from kStageX16MinRows rows, a prologue from kStagePrologueMinRows; 0: never; 1: at
+// every row count; anything else is an error. Read per call, so the op cases can compare the ways in one process.
+// H200, 8B FP8 decode loop, ms per step (docs/decode_kernels.md, twenty-first and twenty-second rounds):
+// - plain x, staged / converted in the ring: batch 4 3.35 / 3.32, batch 8 3.39 / 3.50, batch 16 3.81 / 4.37. The
+//   staging is one more launch and pass over x per product, which the ring's savings repay between 4 and 8 rows.
+// - a prologue, staged with it / norm or SwiGLU kernel then the ring: batch 8 3.26 / 3.39, batch 16 3.69 / 3.82.
+//   There the staging replaces the norm's or SwiGLU's kernel instead of adding one, so it pays from fewer rows.
 constexpr int kStageX16MinRows = 8;
-bool stage_x16(int M) {
+constexpr int kStagePrologueMinRows = 2;
+bool stage_x16(int M, bool prologue) {
   const char* e = std::getenv("ANVIL_SKINNY_X16");
-  if (!e || !*e) return M >= kStageX16MinRows;
+  if (!e || !*e) return M >= (prologue ? kStagePrologueMinRows : kStageX16MinRows);
   const std::string v = e;
   ANVIL_CHECK(v == "0" || v == "1", "skinny_gemm", "ANVIL_SKINNY_X16 unset, 0 or 1", v);
   return v == "1";
@@ -716,7 +721,7 @@ bool ring_takes(int M, int N, int K, DType wd, DType xd) {
 
 // A fused prologue (norm or SwiGLU) takes the ring only through its f16 staging: the ring's own x path reads plain x.
 bool ring_stages_prologue(int M, int N, int K, DType wd, DType xd) {
-  return ring_takes(M, N, K, wd, xd) && wd == DType::e4m3fn && xd == DType::bf16 && stage_x16(M) &&
+  return ring_takes(M, N, K, wd, xd) && wd == DType::e4m3fn && xd == DType::bf16 && stage_x16(M, true) &&
          K <= kStagePrologueMaxK;
 }
 }  // namespace
@@ -731,7 +736,7 @@ bool try_ring(const Params& p, DType wd) {
   auto aligned = [](const void* q) { return !q || gpu::aligned16(q); };
   if (!gpu::aligned16(p.x) || !gpu::aligned16(p.w) || !aligned(p.nb) || !aligned(p.gamma) || !aligned(p.h_out))
     return false;
-  if (wd == DType::e4m3fn && xbf && stage_x16(p.M)) {
+  if (wd == DType::e4m3fn && xbf && stage_x16(p.M, p.pro != kProPlain)) {
     // The staged copy and its row scales are stream-ordered temporaries: freed here, reused only by later work.
     const Device dev = Device::gpu(gpu::current_device());
     Tensor x16 = Tensor::empty({p.M, p.K}, DType::f16, dev), rs = Tensor::empty({p.M}, DType::f32, dev);
