@@ -24,7 +24,7 @@
 //   (cvt.rn.f16x2.e4m3x2, 2 instructions per 4 weights) for f16 MMAs, so x must be f16: bf16 x is converted in
 //   its slot, once per piece, by 3 converter warps, times a power of two per row (convert_x). e4m3fnuz (no
 //   hardware conversion) is decoded exactly into the 16-bit type in software, ~13 instructions per 4 weights.
-//   From 8 rows (stage_x16), bf16 x is instead staged as f16 once per product by a kernel launched before the
+//   From 7 rows (stage_x16), bf16 x is instead staged as f16 once per product by a kernel launched before the
 //   ring (stage_x_f16), and e4m3fn takes the f16-x ring with the hardware conversion. A fused prologue
 //   (skinny_gemm_fused: the norm or SwiGLU that makes x) runs in that staging kernel (stage_prologue_f16), from
 //   2 rows.
@@ -593,11 +593,12 @@ __global__ void __launch_bounds__(kStageThreads) stage_prologue_f16(const uint16
 // ANVIL_SKINNY_X16 unset: plain x from kStageX16MinRows rows, a prologue from kStagePrologueMinRows; 0: never; 1: at
 // every row count; anything else is an error. Read per call, so the op cases can compare the ways in one process.
 // H200, 8B FP8 decode loop, ms per step (docs/decode_kernels.md, twenty-first and twenty-second rounds):
-// - plain x, staged / converted in the ring: batch 4 3.35 / 3.32, batch 8 3.39 / 3.50, batch 16 3.81 / 4.37. The
-//   staging is one more launch and pass over x per product, which the ring's savings repay between 4 and 8 rows.
+// - plain x (the o projection), staged / converted in the ring: batch 6 3.233 / 3.227, batch 7 3.253 / 3.271, batch
+//   8 3.39 / 3.50, batch 16 3.81 / 4.37. The staging is one more launch and pass over x per product, which the
+//   ring's savings repay from 7 rows.
 // - a prologue, staged with it / norm or SwiGLU kernel then the ring: batch 8 3.26 / 3.39, batch 16 3.69 / 3.82.
 //   There the staging replaces the norm's or SwiGLU's kernel instead of adding one, so it pays from fewer rows.
-constexpr int kStageX16MinRows = 8;
+constexpr int kStageX16MinRows = 7;
 constexpr int kStagePrologueMinRows = 2;
 bool stage_x16(int M, bool prologue) {
   const char* e = std::getenv("ANVIL_SKINNY_X16");
