@@ -90,3 +90,17 @@ TEST_F(Cli, MissingModelDirectoryOrTokenizerIsAClearError) {
   EXPECT_TRUE(has(r, "tokenizer.json")) << r.out;
   std::filesystem::remove_all(dir);
 }
+
+// ANVIL_DECODE_FUSION is read once per process, so its values are checked here, one process each: the values it
+// takes decode the tiny model on the CPU (where nothing fuses), any other is an error naming the variable.
+TEST_F(Cli, DecodeFusionKnobTakesItsValuesAndRejectsOthers) {
+  const std::string bench = "bench decode --model tests/fixtures/llama_tiny --device cpu --tokens 2 --bandwidth-tbs 1";
+  for (const char* v : {"0", "1", "stage"}) {
+    Output r = run_anvil(bench, std::string("ANVIL_DECODE_FUSION=") + v + " ");
+    EXPECT_EQ(r.code, 0) << v << ": " << r.out;
+    EXPECT_TRUE(has(r, "ms/step")) << v << ": " << r.out;
+  }
+  Output r = run_anvil(bench, "ANVIL_DECODE_FUSION=yes ");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(has(r, "ANVIL_DECODE_FUSION unset, 0, 1 or stage, got yes")) << r.out;
+}
