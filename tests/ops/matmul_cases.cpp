@@ -239,6 +239,16 @@ void add_error_case(std::vector<OpCase>& out) {
       Tensor sa = T({1}, DType::f32), sw = T({15}, DType::f32);
       matmul_fp8(a8, sa, w8, sw, o);
     }, "w_scale of shape [1] or [16]"));
+    r.push_back(expect_error("fp8 a_scale shape", [&] {
+      Tensor a8 = T({4, 32}, DType::e4m3fn), w8 = T({16, 32}, DType::e4m3fn), o = T({4, 16}, DType::bf16);
+      Tensor sa = T({5}, DType::f32), sw = T({1}, DType::f32);
+      matmul_fp8(a8, sa, w8, sw, o);
+    }, "a_scale of shape [1], or [4] (per row) with fp8 a"));
+    r.push_back(expect_error("per-row a_scale with bf16 a", [&] {
+      Tensor a = T({4, 32}, DType::bf16), w8 = T({16, 32}, DType::e4m3fn), o = T({4, 16}, DType::bf16);
+      Tensor sa = T({4}, DType::f32), sw = T({1}, DType::f32);
+      matmul_fp8(a, sa, w8, sw, o);
+    }, "a_scale of shape [1], or [4] (per row) with fp8 a"));
     r.push_back(expect_error("fp8 f16 out", [&] {
       Tensor a8 = T({4, 32}, DType::e4m3fn), w8 = T({16, 32}, DType::e4m3fn), o = T({4, 16}, DType::f16);
       Tensor sa = T({1}, DType::f32), sw = T({1}, DType::f32);

@@ -1,5 +1,5 @@
 // matmul_fp8 cases: out (M, N) = (a_scale * a) @ (w_scale * w)^T with fp8 (or bf16: weight-only) a and fp8 w,
-// per-tensor and per-channel scales, bf16/f32 out. The inputs are drawn already rounded to their fp8 dtype, so the
+// per-tensor and per-channel weight scales, one activation scale or one per row, bf16/f32 out. The inputs are drawn already rounded to their fp8 dtype, so the
 // reference sees exactly the kernel's values: only the fp32 accumulation and the output rounding err, and the
 // tolerance is derived_tol(out dtype, K, 2) like any product
 // (with the accumulator precision of native FP8 tensor cores on GPUs that have them).
@@ -9,28 +9,30 @@
 namespace anvil::test {
 namespace {
 
-struct F8 { int64_t M, N, K; DType a, w; bool per_channel; DType out; };
+struct F8 { int64_t M, N, K; DType a, w; bool per_channel; DType out; bool per_row = false; };
 
 std::string f8_id(const F8& s) {
   return str("matmul_fp8(", dtype_name(s.a), "x", dtype_name(s.w), "->", dtype_name(s.out), ",M=", s.M, ",N=", s.N,
-             ",K=", s.K, s.per_channel ? ",per_channel" : ",per_tensor", ")");
+             ",K=", s.K, s.per_channel ? ",per_channel" : ",per_tensor", s.per_row ? ",per_row" : "", ")");
 }
 
 std::vector<Check> run_fp8(const Ctx& ctx, const F8& s) {
   // Spread of about 2^7 around 1: exercises e4m3's normal range and a few subnormals.
   auto a = rand_normal(size_t(s.M * s.K), ctx.seed, 1, 4.f, s.a);
   auto w = rand_normal(size_t(s.N * s.K), ctx.seed, 2, 4.f, s.w);
-  const float a_scale = 0.0371f;
+  // Per row: scales a factor of ~30 apart, as per-token quantisation of rows of different magnitudes makes them.
+  const auto a_scale = s.per_row ? rand_uniform(size_t(s.M), ctx.seed, 4, 2e-3f, 6e-2f, DType::f32)
+                                 : std::vector<float>{0.0371f};
   auto w_scale = s.per_channel ? rand_uniform(size_t(s.N), ctx.seed, 3, 1e-3f, 1e-2f, DType::f32)
                                : std::vector<float>{0.0053f};
   Tensor ta = make(a, {s.M, s.K}, s.a, ctx.device), tw = make(w, {s.N, s.K}, s.w, ctx.device);
-  Tensor tsa = make({a_scale}, {1}, DType::f32, ctx.device);
+  Tensor tsa = make(a_scale, {int64_t(a_scale.size())}, DType::f32, ctx.device);
   Tensor tsw = make(w_scale, {int64_t(w_scale.size())}, DType::f32, ctx.device);
   Tensor out = Tensor::empty({s.M, s.N}, s.out, ctx.device);
   matmul_fp8(ta, tsa, tw, tsw, out);
   std::vector<double> ref(size_t(s.M * s.N));
-  matmul_fp8_ref(to_double(a).data(), a_scale, to_double(w).data(), to_double(w_scale).data(), s.per_channel,
-                 ref.data(), s.M, s.N, s.K);
+  matmul_fp8_ref(to_double(a).data(), to_double(a_scale).data(), s.per_row, to_double(w).data(),
+                 to_double(w_scale).data(), s.per_channel, ref.data(), s.M, s.N, s.K);
   // Native FP8 tensor cores (sm_89+, gfx94x) do not accumulate in full fp32: Hopper's FP8 MMA keeps about 14
   // mantissa bits in its accumulator before each promotion to fp32 (on the H200 an f32-out 64x96x256 product
   // erred by 2^-14 relative, 236x the fp32 bound). Where the device has FP8 arithmetic, the accumulation term is
@@ -56,6 +58,18 @@ std::vector<OpCase> cases() {
         c.test = [=](const Ctx& ctx) { return run_fp8(ctx, s); };
         out.push_back(c);
       }
+  // One scale per row (dynamic per-token quantisation): the vendor GEMM's outer-vector scales with per-channel and
+  // per-tensor (broadcast) weight scales, and the tiled kernel ((7, 33, 40) and the fnuz formats on NVIDIA).
+  for (F8 s : {F8{64, 96, 256, DType::e4m3fn, DType::e4m3fn, true, DType::bf16, true},
+               F8{64, 96, 256, DType::e4m3fn, DType::e4m3fn, false, DType::f32, true},
+               F8{130, 264, 512, DType::e4m3fn, DType::e4m3fn, true, DType::f32, true},
+               F8{32, 128, 1024, DType::e4m3fn, DType::e4m3fn, true, DType::bf16, true},
+               F8{7, 33, 40, DType::e4m3fn, DType::e4m3fn, true, DType::bf16, true},
+               F8{17, 40, 48, DType::e4m3fnuz, DType::e4m3fnuz, false, DType::bf16, true}}) {
+    OpCase c{"matmul", f8_id(s)};
+    c.test = [=](const Ctx& ctx) { return run_fp8(ctx, s); };
+    out.push_back(c);
+  }
   // e5m2 activations (gradients' format), weight-only FP8 (bf16 activations), and AMD's fnuz formats.
   for (F8 s : {F8{33, 48, 64, DType::e5m2, DType::e4m3fn, true, DType::bf16},
                F8{16, 80, 96, DType::bf16, DType::e4m3fn, true, DType::bf16},

@@ -262,8 +262,12 @@ void matmul_fp8(const Tensor& a, const Tensor& a_scale, const Tensor& w, const T
   const int64_t M = a.size(0), K = a.size(1), N = w.size(0);
   ANVIL_CHECK(w.size(1) == K, op, str("w (N, K) with K = ", K, " (a's second dimension)"), w.describe());
   check_shape(op, "out", out, {M, N});
-  check_shape(op, "a_scale", a_scale, {1});
+  check_dim(op, "a_scale", a_scale, 1);
+  ANVIL_CHECK(a_scale.numel() == 1 || (a_scale.numel() == M && dtype_is_fp8(a.dtype())), op,
+              str("a_scale of shape [1], or [", M, "] (per row) with fp8 a"),
+              str(a_scale.describe(), " with a ", dtype_name(a.dtype())));
   check_dtype(op, "a_scale", a_scale, DType::f32);
+  check_contiguous(op, "a_scale", a_scale);
   check_same_device(op, a, "a", a_scale, "a_scale");
   check_dim(op, "w_scale", w_scale, 1);
   ANVIL_CHECK(w_scale.numel() == 1 || w_scale.numel() == N, op, str("w_scale of shape [1] or [", N, "]"),

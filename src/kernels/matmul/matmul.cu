@@ -124,6 +124,7 @@ void matmul_fp8_gpu(const Tensor& a, const Tensor& a_scale, const Tensor& w, con
   const int64_t M = a.size(0), K = a.size(1), N = w.size(0);
   if (M == 0 || N == 0) return;
   const bool per_channel = w_scale.numel() == N && N > 1;
+  const bool per_row = a_scale.numel() == M && M > 1;  // per-token scales: fp8 a (matmul_fp8 checked)
   const GemmPath path = gemm_path();
   // Weight-only FP8 with few rows: the skinny kernel decodes the e4m3 weights in registers.
   if ((path == GemmPath::automatic || path == GemmPath::skinny) && M <= kSkinnyMaxRows && K > 0 &&
@@ -137,7 +138,8 @@ void matmul_fp8_gpu(const Tensor& a, const Tensor& a_scale, const Tensor& w, con
     g.a = a.data_ptr(), g.a_dtype = a.dtype(), g.trans_a = false;
     g.b = w.data_ptr(), g.b_dtype = w.dtype(), g.trans_b = true;
     g.c = out.data_ptr(), g.c_dtype = out.dtype();
-    g.scale_a = a_scale.data<float>(), g.scale_b = w_scale.data<float>(), g.per_channel_b = per_channel;
+    g.scale_a = a_scale.data<float>(), g.scale_b = w_scale.data<float>();
+    g.per_row_a = per_row, g.per_channel_b = per_channel;
     if (gpu::vendor_gemm(g)) return;
   }
   TiledGemm t;
@@ -145,7 +147,7 @@ void matmul_fp8_gpu(const Tensor& a, const Tensor& a_scale, const Tensor& w, con
   t.b = w.data_ptr(), t.b_dtype = w.dtype(), t.sbk = 1, t.sbn = K;
   t.c = out.data_ptr(), t.c_dtype = out.dtype();
   t.M = int(M), t.N = int(N), t.K = int(K);
-  t.scale_a = a_scale.data<float>();
+  t.scale_a = a_scale.data<float>(), t.scale_m_stride = per_row ? 1 : 0;
   t.scale_n = w_scale.data<float>(), t.scale_n_stride = per_channel ? 1 : 0;
   matmul_tiled(t);
 }

@@ -39,8 +39,10 @@ void matmul_fwd(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y)
 // dx = dy @ w (if dx defined); dw += dy^T @ x (if dw defined); dbias += sum_rows(dy) (if dbias defined).
 void matmul_bwd(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias);
 
-// out (M, N) = (a_scale * a) @ (w_scale * w)^T with a (M, K), w (N, K); a_scale f32 [1];
-// w_scale f32 [1] (per tensor) or [N] (per output channel).
+// out (M, N) = (a_scale * a) @ (w_scale * w)^T with a (M, K), w (N, K); a_scale f32 [1], or [M] (per row: the
+// per-token scales of dynamically quantised rows; fp8 a only); w_scale f32 [1] (per tensor) or [N] (per output
+// channel). cuBLASLt applies both vectors in its epilogue (outer-vector scaling), so per-token rows need no
+// second pass over out.
 void matmul_fp8(const Tensor& a, const Tensor& a_scale, const Tensor& w, const Tensor& w_scale, Tensor& out);
 
 // fp64 references (the spec). All arrays row-major.
@@ -52,9 +54,10 @@ void matmul_fwd_ref(const double* x, const double* w, const double* bias, double
 // dx (N, C) overwritten; dw (OC, C) and dbias (OC) accumulated into; any of the three may be nullptr.
 void matmul_bwd_ref(const double* dy, const double* x, const double* w, double* dx, double* dw, double* dbias,
                     int64_t N, int64_t C, int64_t OC);
-// FP8: a (M, K) and w (N, K) hold the already-decoded fp8 values; w_scale has N entries, or 1 if !per_channel.
-void matmul_fp8_ref(const double* a, double a_scale, const double* w, const double* w_scale, bool per_channel,
-                    double* out, int64_t M, int64_t N, int64_t K);
+// FP8: a (M, K) and w (N, K) hold the already-decoded fp8 values; a_scale has M entries, or 1 if !per_row;
+// w_scale has N entries, or 1 if !per_channel.
+void matmul_fp8_ref(const double* a, const double* a_scale, bool per_row, const double* w, const double* w_scale,
+                    bool per_channel, double* out, int64_t M, int64_t N, int64_t K);
 
 // Backends (arguments already checked). Batched products: `batch` matrices, operand i at base + i * stride
 // elements (stride 0: shared); a plain product is batch 1.

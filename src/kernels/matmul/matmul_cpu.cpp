@@ -63,10 +63,10 @@ void scale_c(Tensor& c, float beta) {
     store_from_f32(c.data_ptr(), c.dtype(), i, beta == 0 ? 0.f : beta * load_as_f32(c.data_ptr(), c.dtype(), i));
 }
 
-// 256-entry decode table of an fp8 dtype, times `scale`.
-std::vector<float> fp8_table(DType t, float scale) {
+// 256-entry decode table of an fp8 dtype (exact in f32).
+std::vector<float> fp8_table(DType t) {
   std::vector<float> lut(256);
-  for (int i = 0; i < 256; i++) lut[size_t(i)] = fp8_to_f32(uint8_t(i), fp8_format(t)) * scale;
+  for (int i = 0; i < 256; i++) lut[size_t(i)] = fp8_to_f32(uint8_t(i), fp8_format(t));
   return lut;
 }
 
@@ -104,22 +104,26 @@ void matmul_cpu(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool 
 void matmul_fp8_cpu(const Tensor& a, const Tensor& a_scale, const Tensor& w, const Tensor& w_scale, Tensor& out) {
   const int64_t M = a.size(0), K = a.size(1), N = w.size(0);
   if (M == 0 || N == 0) return;
-  const float sa = a_scale.data<float>()[0];
+  const float* sa = a_scale.data<float>();
   const float* sw = w_scale.data<float>();
-  const bool per_channel = w_scale.numel() == N && N > 1;
-  // a (M, K) and w (N, K) decoded to f32 with their scales folded in: one rounding per element (2^-24).
+  const bool per_row = a_scale.numel() == M && M > 1, per_channel = w_scale.numel() == N && N > 1;
+  // a (M, K) and w (N, K) decoded to f32 with their scales folded in: one rounding per element (2^-24; a decoded
+  // fp8 value is exact in f32).
   std::vector<float> af(size_t(M * K)), wf(size_t(N * K));
   if (dtype_is_fp8(a.dtype())) {
-    const auto lut = fp8_table(a.dtype(), sa);
+    const auto lut = fp8_table(a.dtype());
     const uint8_t* p = static_cast<const uint8_t*>(a.data_ptr());
 #pragma omp parallel for if (M * K > 65536)
-    for (int64_t i = 0; i < M * K; i++) af[size_t(i)] = lut[p[i]];
-  } else {  // weight-only FP8: a is bf16
+    for (int64_t m = 0; m < M; m++) {
+      const float s = sa[per_row ? m : 0];
+      for (int64_t k = 0; k < K; k++) af[size_t(m * K + k)] = lut[p[m * K + k]] * s;
+    }
+  } else {  // weight-only FP8: a is bf16, one scale
     const bf16* p = a.data<bf16>();
 #pragma omp parallel for if (M * K > 65536)
-    for (int64_t i = 0; i < M * K; i++) af[size_t(i)] = to_f32(p[i]) * sa;
+    for (int64_t i = 0; i < M * K; i++) af[size_t(i)] = to_f32(p[i]) * sa[0];
   }
-  const auto lut = fp8_table(w.dtype(), 1.f);
+  const auto lut = fp8_table(w.dtype());
   const uint8_t* p = static_cast<const uint8_t*>(w.data_ptr());
 #pragma omp parallel for if (N * K > 65536)
   for (int64_t n = 0; n < N; n++) {

@@ -40,12 +40,12 @@ void matmul_bwd_ref(const double* dy, const double* x, const double* w, double* 
       for (int64_t o = 0; o < OC; o++) dbias[o] += dy[n * OC + o];
 }
 
-// out[m][n] = a_scale * w_scale[n or 0] * sum_k a[m][k] * w[n][k]
-void matmul_fp8_ref(const double* a, double a_scale, const double* w, const double* w_scale, bool per_channel,
-                    double* out, int64_t M, int64_t N, int64_t K) {
+// out[m][n] = a_scale[m or 0] * w_scale[n or 0] * sum_k a[m][k] * w[n][k]
+void matmul_fp8_ref(const double* a, const double* a_scale, bool per_row, const double* w, const double* w_scale,
+                    bool per_channel, double* out, int64_t M, int64_t N, int64_t K) {
   matmul_ref(a, w, out, M, N, K, false, true, 1.0, 0.0);
   for (int64_t m = 0; m < M; m++)
-    for (int64_t n = 0; n < N; n++) out[m * N + n] *= a_scale * w_scale[per_channel ? n : 0];
+    for (int64_t n = 0; n < N; n++) out[m * N + n] *= a_scale[per_row ? m : 0] * w_scale[per_channel ? n : 0];
 }
 
 }  // namespace anvil

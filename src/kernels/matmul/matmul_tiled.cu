@@ -44,7 +44,7 @@ struct Params {
   float alpha, beta;
   const float* scale_a;
   const float* scale_n;
-  int scale_n_stride;
+  int scale_m_stride, scale_n_stride;
   Fp8Format fmt_a, fmt_b;
   int64_t bsa, bsb, bsc;  // batch strides (elements); blockIdx.z is the product
 };
@@ -153,13 +153,12 @@ __global__ void __launch_bounds__(kThreads) gemm_tiled_kernel(Params p) {
   }
 
   // Epilogue: scales, beta * c (never read when beta == 0), one rounding into TO.
-  float s = p.alpha;
-  if (p.scale_a) s *= *p.scale_a;
   TO* c = static_cast<TO*>(p.c) + int64_t(blockIdx.z) * p.bsc;
 #pragma unroll
   for (int i = 0; i < TM; i++) {
     const int m = m0 + (i / 4) * Cfg::SM + ty * 4 + i % 4;
     if (m >= p.M) continue;
+    const float s = p.scale_a ? p.alpha * p.scale_a[int64_t(m) * p.scale_m_stride] : p.alpha;
 #pragma unroll
     for (int j = 0; j < TN; j++) {
       const int n = n0 + (j / 4) * Cfg::SN + tx * 4 + j % 4;
@@ -198,7 +197,7 @@ void matmul_tiled(const TiledGemm& g) {
   if (g.M == 0 || g.N == 0) return;
   if (g.batch == 0) return;
   Params p{g.a,       g.sam,     g.sak,           g.b,  g.sbk,   g.sbn,   g.c,     g.M,
-           g.N,       g.K,       g.alpha,         g.beta, g.scale_a, g.scale_n, g.scale_n_stride,
+           g.N,       g.K,       g.alpha,         g.beta, g.scale_a, g.scale_n, g.scale_m_stride, g.scale_n_stride,
            fp8_format(g.a_dtype), fp8_format(g.b_dtype), g.bsa, g.bsb, g.bsc};
   const int64_t nb = g.batch;
   const DType A = g.a_dtype, B = g.b_dtype, C = g.c_dtype;

@@ -8,7 +8,8 @@
 namespace anvil {
 
 // c (M, N) row-major, ldc = N:
-//   c[m][n] = alpha * scale_a * scale_n[n * scale_n_stride] * sum_k A(m, k) * B(k, n)  +  beta * c[m][n]
+//   c[m][n] = alpha * scale_a[m * scale_m_stride] * scale_n[n * scale_n_stride] * sum_k A(m, k) * B(k, n)
+//             + beta * c[m][n]
 // with A(m, k) = a[m * sam + k * sak] and B(k, n) = b[k * sbk + n * sbn] (element strides: every transpose is
 // a choice of strides). scale_a / scale_n are f32 device pointers or null (= 1); they carry FP8 scales.
 // beta == 0 never reads c.
@@ -25,6 +26,7 @@ struct TiledGemm {
   float alpha = 1.f, beta = 0.f;
   const float* scale_a = nullptr;
   const float* scale_n = nullptr;
+  int scale_m_stride = 0;  // 1: per output row (per-token activation scales), 0: one value
   int scale_n_stride = 0;  // 1: per output column, 0: one value
   // Strided batch (grid z): product i reads a + i * bsa, b + i * bsb and writes c + i * bsc (elements).
   int64_t batch = 1;

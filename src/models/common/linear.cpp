@@ -52,7 +52,6 @@ LinearWeight linear_weight_fp8(const Tensor& w, const Tensor& w_scale, const Ten
     check_same_device(op, w, "w", input_scale, "input_scale");
     lw.input_scale = input_scale;
   }
-  lw.unit = Tensor::from_floats({1.f}, {1}, DType::f32, w.device());
   return lw;
 }
 
@@ -79,34 +78,6 @@ int64_t linear_tile_weights(const std::vector<LinearWeight*>& ws, int64_t room) 
     return have;
   }
   return have + need;
-}
-
-void linear_scale_rows(const Tensor& acc, const Tensor& row_scale, Tensor& y) {
-  const char* op = "linear_scale_rows";
-  check_dim(op, "acc", acc, 2);
-  check_dtype(op, "acc", acc, DType::f32);
-  check_contiguous(op, "acc", acc);
-  check_shape(op, "row_scale", row_scale, {acc.size(0)});
-  check_dtype(op, "row_scale", row_scale, DType::f32);
-  check_contiguous(op, "row_scale", row_scale);
-  check_shape(op, "y", y, acc.shape());
-  check_dtype_in(op, "y", y, {DType::f32, DType::bf16, DType::f16});
-  check_contiguous(op, "y", y);
-  check_same_device(op, acc, "acc", row_scale, "row_scale");
-  check_same_device(op, acc, "acc", y, "y");
-  if (acc.device().is_cpu()) return linear_scale_rows_cpu(acc, row_scale, y);
-#ifdef ANVIL_HAS_GPU
-  return linear_scale_rows_gpu(acc, row_scale, y);
-#endif
-}
-
-void linear_scale_rows_cpu(const Tensor& acc, const Tensor& row_scale, Tensor& y) {
-  const int64_t N = acc.size(0), OC = acc.size(1);
-  const float* a = acc.data<float>();
-  const float* s = row_scale.data<float>();
-#pragma omp parallel for if (N * OC > 65536)
-  for (int64_t n = 0; n < N; n++)
-    for (int64_t o = 0; o < OC; o++) store_from_f32(y.data_ptr(), y.dtype(), size_t(n * OC + o), a[n * OC + o] * s[n]);
 }
 
 // FP8 rows that take the weight-only skinny kernel. Where it has its tensor-core path (CUDA sm_80+), all 16:
@@ -144,19 +115,18 @@ void linear_fwd(const Tensor& x, const LinearWeight& lw, Tensor& y) {
 
   const Device dev = x.device();
   Tensor q = Tensor::empty({N, C}, lw.w.dtype(), dev);
-  // matmul_fp8 writes bf16 or f32; an f16 y, and the dynamic path's unscaled rows, go through an f32 buffer.
-  const bool direct = lw.input_scale.defined() && (y.dtype() == DType::f32 || y.dtype() == DType::bf16);
-  Tensor acc = direct ? y2 : Tensor::empty({N, OC}, DType::f32, dev);
+  // matmul_fp8 writes bf16 or f32; an f16 y goes through an f32 buffer.
+  const bool direct = y.dtype() == DType::f32 || y.dtype() == DType::bf16;
+  Tensor out = direct ? y2 : Tensor::empty({N, OC}, DType::f32, dev);
   if (lw.input_scale.defined()) {
     quantize_fp8_per_tensor(x2, lw.input_scale, q);
-    matmul_fp8(q, lw.input_scale, lw.w, lw.w_scale, acc);
-    if (!direct) cast(acc, y2);
-  } else {
+    matmul_fp8(q, lw.input_scale, lw.w, lw.w_scale, out);
+  } else {  // per token: the row scales go to matmul_fp8 as a vector
     Tensor row_scale = Tensor::empty({N}, DType::f32, dev);
     quantize_fp8_per_token(x2, q, row_scale);
-    matmul_fp8(q, lw.unit, lw.w, lw.w_scale, acc);
-    linear_scale_rows(acc, row_scale, y2);
+    matmul_fp8(q, row_scale, lw.w, lw.w_scale, out);
   }
+  if (!direct) cast(out, y2);
 }
 
 bool linear_fuses(int64_t rows, const LinearWeight& lw, Device d, DType x_dtype) {

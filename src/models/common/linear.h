@@ -11,12 +11,12 @@
 //   N > kSkinnyMaxRows (prefill, big decode batches): x is quantised to e4m3 — per tensor with the static
 //     input_scale when the checkpoint has one, else per token (dynamic, amax/fp8_max per row) — then matmul_fp8
 //     (cuBLASLt FP8 on sm_89+; the tiled kernel decodes both operands in shared memory on GPUs without FP8
-//     arithmetic, e.g. A100/MI250: the stated fallback). matmul_fp8 takes one activation scale, so dynamic rows
-//     run with scale 1 into an f32 buffer and a second kernel multiplies row m by its scale while rounding into y.
+//     arithmetic, e.g. A100/MI250: the stated fallback). Dynamic rows pass their scales to matmul_fp8 as a
+//     vector, which both GEMMs apply in their epilogue, rounding once into y (an f16 y through an f32 buffer).
 //     CPU: the same two steps (matmul_fp8_cpu decodes to f32 and calls OpenBLAS).
 // Numerics: fp32 accumulation; an FP8 weight stands for w_scale * decode(w) exactly.
 // Graph capture: no host synchronisation and only stream-ordered temporaries (Tensor::empty), so it can sit in a
-//   captured decode step; `unit` is the device constant 1 that matmul_fp8 needs, made when the weight is.
+//   captured decode step.
 #pragma once
 #include <vector>
 
@@ -29,7 +29,6 @@ struct LinearWeight {
   Tensor w;            // (OC, C): 16/32-bit, or e4m3fn / e4m3fnuz
   Tensor w_scale;      // FP8: f32 (1) or (OC); else undefined
   Tensor input_scale;  // FP8, optional: f32 (1) static activation scale; undefined = dynamic per token
-  Tensor unit;         // FP8: f32 (1) = 1 on w's device
   Tensor tiles;        // FP8 on a GPU, optional: w pre-tiled for the skinny GEMM's ring kernel (linear_tile_weights)
   bool is_fp8() const { return w.defined() && dtype_is_fp8(w.dtype()); }
   int64_t bytes() const;  // what one pass reads: w and its scales
@@ -37,7 +36,7 @@ struct LinearWeight {
 
 // A 16/32-bit weight (a view is fine).
 LinearWeight linear_weight(const Tensor& w);
-// An FP8 weight: checks dtypes and shapes, makes `unit`.
+// An FP8 weight: checks dtypes and shapes.
 LinearWeight linear_weight_fp8(const Tensor& w, const Tensor& w_scale, const Tensor& input_scale = Tensor());
 
 // Pre-tiles the FP8 weights among `ws` for the skinny GEMM's ring kernel (skinny_gemm_tiles: decode at 1..16 rows
@@ -54,15 +53,10 @@ void linear_fwd(const Tensor& x, const LinearWeight& w, Tensor& y);
 // Decode fusion: y = (the prologue's x) @ (w_scale * w)^T, where the prologue is the norm or SwiGLU that makes x
 // (SkinnyPrologue, skinny_gemm.h). When linear_fuses() — a GPU, rows that take the skinny kernel, 16-bit or FP8
 // weights, ANVIL_DECODE_FUSION unset or =stage (FP8 from 2 rows: the prologue in the ring's f16 staging) or =1
-// (every product the skinny kernels take; opt-in: slower on the H200, see linear.cpp), ANVIL_GEMM unset or auto — this is skinny_gemm_fused (x not rounded to
-// bf16); otherwise the unfused kernels run (add_rms_norm_fwd / rms_norm_fwd / swiglu_fwd into a temporary, then
+// (every product the skinny kernels take; opt-in: slower on the H200, see linear.cpp), ANVIL_GEMM unset or auto
+// — this is skinny_gemm_fused (x not rounded to bf16); otherwise the unfused kernels run (add_rms_norm_fwd / rms_norm_fwd / swiglu_fwd into a temporary, then
 // linear_fwd). Either way h_out receives the residual sum. y (rows, OC) or (B, T, OC); x_dtype: the prologue's.
 bool linear_fuses(int64_t rows, const LinearWeight& w, Device d, DType x_dtype);
 void linear_fwd_fused(const SkinnyPrologue& pro, const LinearWeight& w, Tensor& y);
-
-// y (N, OC) = acc (N, OC) f32 * row_scale[n] (N) f32, rounded once into y's dtype (f32/bf16/f16).
-void linear_scale_rows(const Tensor& acc, const Tensor& row_scale, Tensor& y);
-void linear_scale_rows_cpu(const Tensor& acc, const Tensor& row_scale, Tensor& y);
-void linear_scale_rows_gpu(const Tensor& acc, const Tensor& row_scale, Tensor& y);
 
 }  // namespace anvil

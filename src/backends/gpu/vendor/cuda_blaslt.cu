@@ -202,19 +202,22 @@ bool vendor_gemm(const VendorGemm& g) {
   const bool fp8 = dtype_is_fp8(g.a_dtype) || dtype_is_fp8(g.b_dtype);
   if (!supported(g, info, fp8)) return false;
 
-  // cuBLASLt's A is our b: it takes w's scale; its B (our a) takes a's scale, as an M-vector in channel mode
-  // (outer-vector scaling scales both operands by vectors).
-  const ScaleMode mode = !fp8 ? ScaleMode::none : g.per_channel_b ? ScaleMode::channel : ScaleMode::tensor;
+  // cuBLASLt's A is our b: it takes w's scale; its B (our a) takes a's scale. A vector on either side needs
+  // outer-vector scaling, which scales both operands by vectors: a one-value scale there is broadcast first.
+  const ScaleMode mode = !fp8                               ? ScaleMode::none
+                         : g.per_channel_b || g.per_row_a ? ScaleMode::channel
+                                                            : ScaleMode::tensor;
   const void* scale_A = g.scale_b;
   const void* scale_B = g.scale_a;
-  Tensor a_scale_vec;
-  if (mode == ScaleMode::channel) {
-    a_scale_vec = Tensor::empty({g.M}, DType::f32, Device::gpu(dev));
-    broadcast_scalar_kernel<<<ceil_div(g.M, 256), 256, 0, stream()>>>(a_scale_vec.data<float>(), g.scale_a,
-                                                                      int(g.M));
+  Tensor a_scale_vec, b_scale_vec;
+  auto broadcast = [&](Tensor& vec, const float* scalar, int64_t n) {
+    vec = Tensor::empty({n}, DType::f32, Device::gpu(dev));
+    broadcast_scalar_kernel<<<ceil_div(n, 256), 256, 0, stream()>>>(vec.data<float>(), scalar, int(n));
     ANVIL_LAUNCH_CHECK();
-    scale_B = a_scale_vec.data_ptr();
-  }
+    return vec.data_ptr();
+  };
+  if (mode == ScaleMode::channel && !g.per_row_a) scale_B = broadcast(a_scale_vec, g.scale_a, g.M);
+  if (mode == ScaleMode::channel && !g.per_channel_b) scale_A = broadcast(b_scale_vec, g.scale_b, g.N);
 
   State& st = state();
   std::lock_guard<std::mutex> lock(st.mu);

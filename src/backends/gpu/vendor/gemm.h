@@ -8,7 +8,7 @@
 
 namespace anvil::gpu {
 
-// Row-major c (M, N) = alpha * scale_a * scale_b[n] * op(a) @ op(b) + beta * c, on the current stream.
+// Row-major c (M, N) = alpha * scale_a[m] * scale_b[n] * op(a) @ op(b) + beta * c, on the current stream.
 // a is (M, K), or (K, M) with trans_a; b is (K, N), or (N, K) with trans_b; all contiguous, ldc = N.
 struct VendorGemm {
   int64_t M = 0, N = 0, K = 0;
@@ -24,9 +24,11 @@ struct VendorGemm {
   // Strided batch: `batch` products, operand i at its pointer + i * stride elements (stride 0: shared by all).
   int64_t batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
-  // FP8 only: f32 device pointers; scale_b holds N values when per_channel_b, else one.
+  // FP8 only: f32 device pointers; scale_a holds M values when per_row_a, else one; scale_b N values when
+  // per_channel_b, else one.
   const float* scale_a = nullptr;
   const float* scale_b = nullptr;
+  bool per_row_a = false;
   bool per_channel_b = false;
 };
 
