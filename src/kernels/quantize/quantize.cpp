@@ -50,29 +50,6 @@ void quantize_fp8_per_token(const Tensor& x, Tensor& q, Tensor& scale) {
 #endif
 }
 
-void quantize_fp8_per_token_fused(const SkinnyPrologue& pro, Tensor& q, Tensor& scale) {
-  const char* op = "quantize_fp8_per_token_fused";
-  check_prologue(op, pro);
-  const bool glu = pro.kind == SkinnyPrologue::Kind::swiglu;
-  const Tensor& x0 = glu ? pro.gu : pro.a;
-  const char* x0_name = glu ? "gu" : "a";
-  const int64_t M = pro.rows(), K = pro.cols();
-  check_shape(op, "q", q, {M, K});
-  rows(op, "q", q, kFp8, x0, x0_name);
-  check_scale(op, scale, {M}, x0, x0_name);
-  for (const auto& [t, name] : {std::pair{x0, x0_name}, {pro.b, "b"}, {pro.gamma, "gamma"}, {pro.h_out, "h_out"}}) {
-    if (!t.defined()) continue;
-    check_no_alias(op, q, "q", t, name);
-    check_no_alias(op, scale, "scale", t, name);
-  }
-  check_no_alias(op, scale, "scale", q, "q");
-  if (M == 0) return;
-  if (x0.device().is_cpu()) return quantize_fp8_per_token_cpu(skinny_prologue_x_cpu(pro), q, scale);
-#ifdef ANVIL_HAS_GPU
-  return quantize_fp8_per_token_fused_gpu(pro, q, scale);
-#endif
-}
-
 void quantize_fp8_per_tensor(const Tensor& x, const Tensor& scale, Tensor& q) {
   const char* op = "quantize_fp8_per_tensor";
   Tensor x2 = rows(op, "x", x, kFloats, x, "x");

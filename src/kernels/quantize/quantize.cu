@@ -127,53 +127,6 @@ int stride_blocks(int64_t work) {
   return int(std::max<int64_t>(1, std::min<int64_t>(gpu::ceil_div(work, kThreads), int64_t(cu) * 8)));
 }
 
-// Row blockIdx.x of the prologue's x, quantised per token (quantize_fp8_per_token_fused). GLU: x = silu(g) * u
-// from gu (M, 2K). Else x = h * (rstd * gamma) with h = a (+ b, rounded to T and written to h_out), rstd over h.
-// Three passes over the row (h and ss; amax; codes), each recomputing x from its inputs: a row is 8-28 KB, read
-// from L1/L2 after the first pass, and the kernel replaces a norm or SwiGLU kernel and a second quantisation pass
-// over a 16-bit x. Scalar loads: these rows sit between GEMMs of 17+ rows, where they are a small part of the step.
-template <class T, bool GLU>
-__global__ void __launch_bounds__(kThreads) per_token_fused_kernel(const T* __restrict__ a, const T* __restrict__ b,
-                                                                   const T* __restrict__ gamma, T* __restrict__ h_out,
-                                                                   int64_t K, float eps, uint8_t* __restrict__ q,
-                                                                   float* __restrict__ scale, float fmax, bool fnuz) {
-  __shared__ float scratch[kThreads];
-  const int64_t m = blockIdx.x;
-  const T* ar = a + m * (GLU ? 2 * K : K);
-  const T* br = b ? b + m * K : nullptr;
-  T* hr = h_out ? h_out + m * K : nullptr;
-  float r = 1.f;
-  if constexpr (!GLU) {
-    float ss = 0.f;
-    for (int64_t k = threadIdx.x; k < K; k += kThreads) {
-      float h = to_f32(ar[k]);
-      if (br) {  // this thread reads back only the h it wrote
-        const T hv = from_f32<T>(h + to_f32(br[k]));
-        hr[k] = hv;
-        h = to_f32(hv);
-      }
-      ss += h * h;
-    }
-    ss = gpu::block_sum(ss, scratch);
-    r = 1.f / sqrtf(ss / float(K) + eps);
-  }
-  auto x_at = [&](int64_t k) {
-    if constexpr (GLU) {
-      const float g = to_f32(ar[k]), u = to_f32(ar[K + k]);
-      return g / (1.f + expf(-g)) * u;
-    } else {
-      return to_f32(hr ? hr[k] : ar[k]) * (r * to_f32(gamma[k]));
-    }
-  };
-  float amax = 0.f;  // fmaxf skips NaN, as quantize_fp8_per_token
-  for (int64_t k = threadIdx.x; k < K; k += kThreads) amax = fmaxf(amax, fabsf(x_at(k)));
-  amax = gpu::block_max(amax, scratch);
-  const float s = fmaxf(amax / fmax, kFp8MinScale), inv = 1.f / s;
-  if (threadIdx.x == 0) scale[m] = s;
-  uint8_t* qr = q + m * K;
-  for (int64_t k = threadIdx.x; k < K; k += kThreads) qr[k] = e4m3_encode(x_at(k) * inv, fnuz);
-}
-
 }  // namespace
 
 void quantize_fp8_per_token_gpu(const Tensor& x, Tensor& q, Tensor& scale) {
@@ -225,27 +178,6 @@ void dequantize_fp8_gpu(const Tensor& q, const Tensor& scale, Tensor& y) {
     else
       dequant_kernel<T, false><<<stride_blocks(n), kThreads, 0, gpu::stream()>>>(qp, scale.data<float>(), stride,
                                                                                 y.data<T>(), n, K, fnuz);
-    ANVIL_LAUNCH_CHECK();
-  });
-}
-
-void quantize_fp8_per_token_fused_gpu(const SkinnyPrologue& pro, Tensor& q, Tensor& scale) {
-  const int64_t M = pro.rows(), K = pro.cols();
-  if (M == 0) return;
-  ANVIL_CHECK(M <= INT32_MAX, "quantize_fp8_per_token_fused", "fewer than 2^31 rows", M);
-  const bool fnuz = q.dtype() == DType::e4m3fnuz;
-  const float fmax = fp8_max(q.dtype());
-  uint8_t* qp = static_cast<uint8_t*>(q.data_ptr());
-  ANVIL_DISPATCH_FLOAT(pro.dtype(), T, {
-    if (pro.kind == SkinnyPrologue::Kind::swiglu) {
-      per_token_fused_kernel<T, true><<<unsigned(M), kThreads, 0, gpu::stream()>>>(
-          pro.gu.data<T>(), nullptr, nullptr, nullptr, K, 0.f, qp, scale.data<float>(), fmax, fnuz);
-    } else {
-      const T* b = pro.b.defined() ? pro.b.data<T>() : nullptr;
-      T* h = pro.h_out.defined() ? pro.h_out.data<T>() : nullptr;
-      per_token_fused_kernel<T, false><<<unsigned(M), kThreads, 0, gpu::stream()>>>(
-          pro.a.data<T>(), b, pro.gamma.data<T>(), h, K, pro.eps, qp, scale.data<float>(), fmax, fnuz);
-    }
     ANVIL_LAUNCH_CHECK();
   });
 }

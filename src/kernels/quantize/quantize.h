@@ -13,7 +13,6 @@
 //          CPU and GPU compute the same f32 operations, so they agree bit for bit.
 #pragma once
 #include "core/tensor.h"
-#include "kernels/skinny_gemm/skinny_gemm.h"  // SkinnyPrologue
 
 namespace anvil {
 
@@ -24,10 +23,6 @@ constexpr float kFp8MinScale = 0x1p-126f;
 void quantize_fp8_per_token(const Tensor& x, Tensor& q, Tensor& scale);
 void quantize_fp8_per_tensor(const Tensor& x, const Tensor& scale, Tensor& q);
 void dequantize_fp8(const Tensor& q, const Tensor& scale, Tensor& y);
-// Per token, of the x that a norm or SwiGLU makes (SkinnyPrologue, skinny_gemm.h; an add writes h_out): x is
-// computed in f32 and quantised as above without being rounded to 16 bits first, in one kernel where the unfused
-// path is the norm's or SwiGLU's kernel, a 16-bit x, then quantize_fp8_per_token. q (M, K), scale (M).
-void quantize_fp8_per_token_fused(const SkinnyPrologue& pro, Tensor& q, Tensor& scale);
 
 // fp64 references (the spec), on M rows of K values. q receives the fp8 values decoded to double.
 // fp8_round_ref: v rounded to the nearest value of fp8 dtype t, ties to even, saturating at +-fp8_max(t).
@@ -44,6 +39,5 @@ void dequantize_fp8_cpu(const Tensor& q, const Tensor& scale, Tensor& y);
 void quantize_fp8_per_token_gpu(const Tensor& x, Tensor& q, Tensor& scale);
 void quantize_fp8_per_tensor_gpu(const Tensor& x, const Tensor& scale, Tensor& q);
 void dequantize_fp8_gpu(const Tensor& q, const Tensor& scale, Tensor& y);
-void quantize_fp8_per_token_fused_gpu(const SkinnyPrologue& pro, Tensor& q, Tensor& scale);
 
 }  // namespace anvil

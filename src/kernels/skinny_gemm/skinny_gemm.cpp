@@ -115,7 +115,8 @@ bool skinny_gemm_fused_stages(int64_t rows, const Tensor& w, DType x_dtype) {
 #endif
 }
 
-void check_prologue(const char* op, const SkinnyPrologue& pro) {
+void skinny_gemm_fused(const SkinnyPrologue& pro, const Tensor& w, const Tensor& w_scale, Tensor& y) {
+  const char* op = "skinny_gemm_fused";
   const bool glu = pro.kind == SkinnyPrologue::Kind::swiglu;
   const Tensor& x0 = glu ? pro.gu : pro.a;
   const char* x0_name = glu ? "gu" : "a";
@@ -123,37 +124,26 @@ void check_prologue(const char* op, const SkinnyPrologue& pro) {
   check_dim(op, x0_name, x0, 2);
   check_contiguous(op, x0_name, x0);
   check_dtype_in(op, x0_name, x0, {DType::f32, DType::bf16, DType::f16});
-  if (glu) ANVIL_CHECK(x0.size(1) % 2 == 0, op, "gu (M, 2K): gate and up side by side", x0.describe());
-  if (glu) return;
-  const int64_t M = pro.rows(), K = pro.cols();
-  check_act(op, "gamma", pro.gamma, {K}, x0.dtype(), x0);
-  ANVIL_CHECK(pro.eps >= 0.f, op, "eps >= 0", pro.eps);
-  ANVIL_CHECK(pro.b.defined() == pro.h_out.defined(), op, "b and h_out both given or both left out",
-              str("b ", pro.b.defined() ? "given" : "missing", ", h_out ", pro.h_out.defined() ? "given" : "missing"));
-  if (pro.b.defined()) {
-    check_act(op, "b", pro.b, {M, K}, x0.dtype(), x0);
-    check_act(op, "h_out", pro.h_out, {M, K}, x0.dtype(), x0);
-    // Blocks write h_out while other blocks still read a and b: no in-place residual here.
-    check_no_alias(op, pro.h_out, pro.a, "a", "h_out");
-    check_no_alias(op, pro.h_out, pro.b, "b", "h_out");
-  }
-}
-
-void skinny_gemm_fused(const SkinnyPrologue& pro, const Tensor& w, const Tensor& w_scale, Tensor& y) {
-  const char* op = "skinny_gemm_fused";
-  check_prologue(op, pro);
-  const bool glu = pro.kind == SkinnyPrologue::Kind::swiglu;
-  const Tensor& x0 = glu ? pro.gu : pro.a;
-  const char* x0_name = glu ? "gu" : "a";
-  const int64_t M = pro.rows(), K = pro.cols();
+  const int64_t M = x0.size(0), K = glu ? x0.size(1) / 2 : x0.size(1);
   ANVIL_CHECK(M <= kSkinnyMaxRows, op, str(x0_name, " with at most ", kSkinnyMaxRows, " rows"), x0.describe());
+  if (glu) ANVIL_CHECK(x0.size(1) % 2 == 0, op, "gu (M, 2K): gate and up side by side", x0.describe());
   check_w_y(op, x0, x0_name, M, K, w, w_scale, y);
   check_no_alias(op, y, x0, x0_name);
   if (!glu) {
+    check_act(op, "gamma", pro.gamma, {K}, x0.dtype(), x0);
     check_no_alias(op, y, pro.gamma, "gamma");
+    ANVIL_CHECK(pro.eps >= 0.f, op, "eps >= 0", pro.eps);
+    ANVIL_CHECK(pro.b.defined() == pro.h_out.defined(), op, "b and h_out both given or both left out",
+                str("b ", pro.b.defined() ? "given" : "missing", ", h_out ",
+                    pro.h_out.defined() ? "given" : "missing"));
     if (pro.b.defined()) {
+      check_act(op, "b", pro.b, {M, K}, x0.dtype(), x0);
+      check_act(op, "h_out", pro.h_out, {M, K}, x0.dtype(), x0);
       check_no_alias(op, y, pro.b, "b");
       check_no_alias(op, y, pro.h_out, "h_out");
+      // Blocks write h_out while other blocks still read a and b: no in-place residual here.
+      check_no_alias(op, pro.h_out, pro.a, "a", "h_out");
+      check_no_alias(op, pro.h_out, pro.b, "b", "h_out");
     }
   }
   if (x0.device().is_cpu()) return skinny_gemm_fused_cpu(pro, w, w_scale, y);

@@ -96,10 +96,6 @@ struct SkinnyPrologue {
 
 // Front-end: checks every argument (shapes, dtypes, aliasing), then runs on the prologue's device.
 void skinny_gemm_fused(const SkinnyPrologue& pro, const Tensor& w, const Tensor& w_scale, Tensor& y);
-// The prologue's own checks (any number of rows), for the ops that take one: errors name `op`.
-void check_prologue(const char* op, const SkinnyPrologue& pro);
-// The prologue's x (M, K) in f32 on the CPU, as the contract above computes it (h_out written).
-Tensor skinny_prologue_x_cpu(const SkinnyPrologue& pro);
 // Whether skinny_gemm_fused with `rows` rows of x_dtype inputs and weight w runs its prologue once, in the kernel
 // that stages x as f16 for the ring (CUDA sm_90, e4m3fn w, bf16 inputs, 2-16 rows by default, K <= 16384), rather
 // than in every block of a register kernel. False on the CPU.

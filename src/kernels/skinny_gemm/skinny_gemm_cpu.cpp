@@ -70,9 +70,9 @@ void skinny_gemm_cpu(const Tensor& x, const Tensor& x_scale, const Tensor& w, co
 
 namespace anvil {
 
-// The prologue's x materialised in f32 (rstd folded in): the same function as the GPU kernels up to f32 rounding
-// order.
-Tensor skinny_prologue_x_cpu(const SkinnyPrologue& pro) {
+// The prologue's x materialised in f32 (rstd folded in), then the plain product: the same function as the GPU
+// kernel up to f32 rounding order.
+void skinny_gemm_fused_cpu(const SkinnyPrologue& pro, const Tensor& w, const Tensor& w_scale, Tensor& y) {
   const int64_t M = pro.rows(), K = pro.cols();
   Tensor x = Tensor::empty({M, K}, DType::f32, Device::cpu());
   float* xf = x.data<float>();
@@ -101,12 +101,7 @@ Tensor skinny_prologue_x_cpu(const SkinnyPrologue& pro) {
       for (int64_t k = 0; k < K; k++) xf[m * K + k] *= r * load_as_f32(pro.gamma.data_ptr(), dt, size_t(k));
     }
   }
-  return x;
-}
-
-// The prologue's x, then the plain product.
-void skinny_gemm_fused_cpu(const SkinnyPrologue& pro, const Tensor& w, const Tensor& w_scale, Tensor& y) {
-  skinny_gemm_cpu(skinny_prologue_x_cpu(pro), Tensor(), w, w_scale, 1.f, y);
+  skinny_gemm_cpu(x, Tensor(), w, w_scale, 1.f, y);
 }
 
 }  // namespace anvil

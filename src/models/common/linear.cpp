@@ -96,28 +96,6 @@ static int64_t fp8_skinny_rows(Device d) {
   return backend(d).info().fp8_compute ? 1 : kSkinnyMaxRows;
 }
 
-// y2 (N, OC) = quantised x q (N, C) with its scale ([1] static, [N] per token) @ the FP8 weight. matmul_fp8 writes
-// bf16 or f32; an f16 y goes through an f32 buffer.
-static void fp8_rows_gemm(const Tensor& q, const Tensor& scale, const LinearWeight& lw, Tensor& y2) {
-  const bool direct = y2.dtype() == DType::f32 || y2.dtype() == DType::bf16;
-  Tensor out = direct ? y2 : Tensor::empty(y2.shape(), DType::f32, y2.device());
-  matmul_fp8(q, scale, lw.w, lw.w_scale, out);
-  if (!direct) cast(out, y2);
-}
-
-// ANVIL_DECODE_FUSION, read once per process: 0 none, 1 every product the skinny kernels take, 2 (unset or stage)
-// the defaults (see linear_fuses and linear_fwd_fused); anything else is an error.
-static int fusion_knob() {
-  static const int mode = [] {
-    const char* e = std::getenv("ANVIL_DECODE_FUSION");
-    const std::string v = e ? e : "";
-    ANVIL_CHECK(v.empty() || v == "0" || v == "1" || v == "stage", "linear_fuses",
-                "ANVIL_DECODE_FUSION unset, 0, 1 or stage", v);
-    return v == "0" ? 0 : v == "1" ? 1 : 2;
-  }();
-  return mode;
-}
-
 void linear_fwd(const Tensor& x, const LinearWeight& lw, Tensor& y) {
   const char* op = "linear_fwd";
   if (!lw.is_fp8()) return matmul_fwd(x, lw.w, Tensor(), y);
@@ -135,14 +113,20 @@ void linear_fwd(const Tensor& x, const LinearWeight& lw, Tensor& y) {
   Tensor x2 = x.view({N, C}), y2 = y.view({N, OC});
   if (N <= fp8_skinny_rows(x.device())) return skinny_gemm(x2, lw.w, lw.w_scale, y2, lw.tiles);
 
-  Tensor q = Tensor::empty({N, C}, lw.w.dtype(), x.device());
+  const Device dev = x.device();
+  Tensor q = Tensor::empty({N, C}, lw.w.dtype(), dev);
+  // matmul_fp8 writes bf16 or f32; an f16 y goes through an f32 buffer.
+  const bool direct = y.dtype() == DType::f32 || y.dtype() == DType::bf16;
+  Tensor out = direct ? y2 : Tensor::empty({N, OC}, DType::f32, dev);
   if (lw.input_scale.defined()) {
     quantize_fp8_per_tensor(x2, lw.input_scale, q);
-    return fp8_rows_gemm(q, lw.input_scale, lw, y2);
+    matmul_fp8(q, lw.input_scale, lw.w, lw.w_scale, out);
+  } else {  // per token: the row scales go to matmul_fp8 as a vector
+    Tensor row_scale = Tensor::empty({N}, DType::f32, dev);
+    quantize_fp8_per_token(x2, q, row_scale);
+    matmul_fp8(q, row_scale, lw.w, lw.w_scale, out);
   }
-  Tensor row_scale = Tensor::empty({N}, DType::f32, x.device());  // per token: matmul_fp8 takes them as a vector
-  quantize_fp8_per_token(x2, q, row_scale);
-  fp8_rows_gemm(q, row_scale, lw, y2);
+  if (!direct) cast(out, y2);
 }
 
 bool linear_fuses(int64_t rows, const LinearWeight& lw, Device d, DType x_dtype) {
@@ -155,12 +139,16 @@ bool linear_fuses(int64_t rows, const LinearWeight& lw, Device d, DType x_dtype)
   // kernel (skinny_gemm_fused_stages: FP8 batch decode from 2 rows), where it replaces the norm's or SwiGLU's
   // kernel instead of being redone per block. FP8 loop, ms per step, staged / unfused: batch 8 3.26 / 3.39, batch
   // 16 3.69 / 3.82. 0: none; anything else is an error.
-  static const bool gemm_forced = [] {  // a forced GEMM path (matmul.cu) bypasses the skinny kernel
-    const char* g = std::getenv("ANVIL_GEMM");
-    return g && *g && std::strcmp(g, "auto") != 0;
+  static const int mode = [] {
+    const char* e = std::getenv("ANVIL_DECODE_FUSION");
+    const std::string v = e ? e : "";
+    ANVIL_CHECK(v.empty() || v == "0" || v == "1" || v == "stage", "linear_fuses",
+                "ANVIL_DECODE_FUSION unset, 0, 1 or stage", v);
+    const char* g = std::getenv("ANVIL_GEMM");  // a forced GEMM path (matmul.cu) bypasses the skinny kernel
+    if (g && *g && std::strcmp(g, "auto") != 0) return 0;
+    return v == "0" ? 0 : v == "1" ? 1 : 2;
   }();
-  const int mode = fusion_knob();
-  if (mode == 0 || gemm_forced || !d.is_gpu() || rows < 1) return false;
+  if (mode == 0 || !d.is_gpu() || rows < 1) return false;
   if (mode == 2) return lw.is_fp8() && skinny_gemm_fused_stages(rows, lw.w, x_dtype);
   if (lw.is_fp8()) return rows <= fp8_skinny_rows(d);
   return (lw.w.dtype() == DType::bf16 || lw.w.dtype() == DType::f16) && rows <= kSkinnyCrossoverRows;
@@ -173,17 +161,6 @@ void linear_fwd_fused(const SkinnyPrologue& pro, const LinearWeight& lw, Tensor&
               y.describe());
   Tensor y2 = y.view({rows, OC});
   if (linear_fuses(rows, lw, pro.device(), pro.dtype())) return skinny_gemm_fused(pro, lw.w, lw.w_scale, y2);
-  // FP8 past the skinny kernel's rows with per-token activations (prefill, batches of 17+): the norm or SwiGLU and
-  // the quantisation in one kernel, x kept in f32 between them (ANVIL_DECODE_FUSION=0: the unfused kernels).
-  if (fusion_knob() != 0 && lw.is_fp8() && !lw.input_scale.defined() && rows > fp8_skinny_rows(pro.device())) {
-    ANVIL_CHECK(lw.w.size(1) == pro.cols(), op, str("w (OC, ", pro.cols(), ") for the prologue's x"),
-                lw.w.describe());
-    check_dtype_in(op, "y", y, {pro.dtype(), DType::f32});
-    Tensor q = Tensor::empty({rows, pro.cols()}, lw.w.dtype(), pro.device());
-    Tensor row_scale = Tensor::empty({rows}, DType::f32, pro.device());
-    quantize_fp8_per_token_fused(pro, q, row_scale);
-    return fp8_rows_gemm(q, row_scale, lw, y2);
-  }
   Tensor x = Tensor::empty({rows, pro.cols()}, pro.dtype(), pro.device());
   if (pro.kind == SkinnyPrologue::Kind::swiglu) {
     swiglu_fwd(pro.gu, x);
