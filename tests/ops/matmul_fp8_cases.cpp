@@ -1,8 +1,8 @@
 // matmul_fp8 cases: out (M, N) = (a_scale * a) @ (w_scale * w)^T with fp8 (or bf16: weight-only) a and fp8 w,
-// per-tensor and per-channel weight scales, one activation scale or one per row, bf16/f32 out. The inputs are drawn already rounded to their fp8 dtype, so the
-// reference sees exactly the kernel's values: only the fp32 accumulation and the output rounding err, and the
-// tolerance is derived_tol(out dtype, K, 2) like any product
-// (with the accumulator precision of native FP8 tensor cores on GPUs that have them).
+// per-tensor and per-channel weight scales, one activation scale or one per row, bf16/f32 out. The inputs are drawn
+// already rounded to their fp8 dtype, so the reference sees exactly the kernel's values: only the fp32 accumulation
+// and the output rounding err, and the tolerance is derived_tol(out dtype, K, 2) like any product (with the
+// accumulator precision of native FP8 tensor cores on GPUs that have them).
 #include "harness.h"
 #include "kernels/matmul/matmul.h"
 

@@ -386,7 +386,8 @@ std::vector<OpCase> cases() {
   // in every block of a register kernel.
   for (Pro pro : {Pro::norm, Pro::add_norm, Pro::swiglu})
     for (NK nk : {NK{2112, 4096}, NK{136, 14336}, NK{4100, 1408}})
-      for (auto [M, knob] : {std::pair<int64_t, const char*>{2, ""}, {5, ""}, {8, "1"}, {16, "1"}, {4, "0"}, {16, "0"}}) {
+      for (auto [M, knob] :
+           {std::pair<int64_t, const char*>{2, ""}, {5, ""}, {8, "1"}, {16, "1"}, {4, "0"}, {16, "0"}}) {
         SF s{pro, M, nk.N, nk.K, DType::bf16, DType::e4m3fn, knob};
         OpCase c{"skinny_gemm", str("skinny_gemm_fused(", pro_name(pro), ",bf16xe4m3fn,M=", M, ",N=", nk.N, ",K=", nk.K,
                                     ",x16=", *knob ? knob : "auto", ")")};

@@ -54,8 +54,9 @@ void linear_fwd(const Tensor& x, const LinearWeight& w, Tensor& y);
 // (SkinnyPrologue, skinny_gemm.h). When linear_fuses() — a GPU, rows that take the skinny kernel, 16-bit or FP8
 // weights, ANVIL_DECODE_FUSION unset or =stage (FP8 from 2 rows: the prologue in the ring's f16 staging) or =1
 // (every product the skinny kernels take; opt-in: slower on the H200, see linear.cpp), ANVIL_GEMM unset or auto
-// — this is skinny_gemm_fused (x not rounded to bf16); otherwise the unfused kernels run (add_rms_norm_fwd / rms_norm_fwd / swiglu_fwd into a temporary, then
-// linear_fwd). Either way h_out receives the residual sum. y (rows, OC) or (B, T, OC); x_dtype: the prologue's.
+// — this is skinny_gemm_fused (x not rounded to bf16); otherwise the unfused kernels run (add_rms_norm_fwd /
+// rms_norm_fwd / swiglu_fwd into a temporary, then linear_fwd). Either way h_out receives the residual sum.
+// y (rows, OC) or (B, T, OC); x_dtype: the prologue's.
 bool linear_fuses(int64_t rows, const LinearWeight& w, Device d, DType x_dtype);
 void linear_fwd_fused(const SkinnyPrologue& pro, const LinearWeight& w, Tensor& y);
 
