@@ -299,7 +299,7 @@ void add_perf_cases(std::vector<OpCase>& out) {
       r.us = time_us(ctx, [&] { matmul(a, w, y, false, true); });
       r.flops = 2.0 * double(M) * double(N) * double(K);
       r.bytes = weight_bytes ? double(N * K) * 2 : double(M * K + N * K + M * N) * 2;
-      if (M <= 16 && ctx.device.is_gpu()) {
+      if (M <= 64 && ctx.device.is_gpu()) {
         // As a decode step runs it: back to back in a graph, each launch on its own weight copy (>= 256 MB in
         // all, so none is still in the 50 MB L2 when its turn comes round).
         const int count = int(std::max<int64_t>(4, (int64_t(256) << 20) / (N * K * 2) + 1));
@@ -345,7 +345,7 @@ void add_perf_cases(std::vector<OpCase>& out) {
   }
   struct NK { int64_t N, K; const char* name; };
   for (NK nk : {NK{4096, 4096, "o"}, NK{6144, 4096, "qkv"}, NK{28672, 4096, "gate_up"}, NK{4096, 14336, "down"}})
-    for (int64_t M : {1, 4, 16})
+    for (int64_t M : {1, 4, 16, 32, 64})
       perf_case(str("matmul_perf(bf16,llama8b_", nk.name, ",M=", M, ",N=", nk.N, ",K=", nk.K, ")"), M, nk.N, nk.K,
                 true);
   perf_case("matmul_perf(bf16,llama8b_lm_head,M=1,N=128256,K=4096)", 1, 128256, 4096, true);

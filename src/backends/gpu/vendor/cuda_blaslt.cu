@@ -6,17 +6,25 @@
 // "A" is our b, its "B" is our a, m = N, n = M, k = K. FP8 needs cuBLASLt's "TN" layout (its A transposed,
 // both operands K-major): exactly our a (M, K) @ w (N, K)^T.
 //
-// Cached per shape/dtype/alignment key: the matmul descriptor, layouts and the heuristic's algorithm (one
-// heuristic query costs ~tens of µs, a decode step runs hundreds of GEMMs). One handle per device; one 32 MiB
-// workspace per (device, stream) from the caching allocator (NVIDIA recommends 32 MiB on Hopper).
+// Cached per shape/dtype/alignment key: the matmul descriptor, layouts and the algorithm (one heuristic query
+// costs ~tens of µs, a decode step runs hundreds of GEMMs). One handle per device; one 32 MiB workspace per
+// (device, stream) from the caching allocator (NVIDIA recommends 32 MiB on Hopper).
+//
+// Skinny products are timed once (tune below): the heuristic's first answer is a guess from the shape, and for a
+// few activation rows against a large weight its pick need not stream the weight fastest.
 #if defined(ANVIL_CUDA)
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "backends/gpu/common.cuh"
 #include "backends/gpu/vendor/gemm.h"
@@ -44,6 +52,7 @@ namespace anvil::gpu {
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+constexpr int kCandidates = 8;  // heuristic answers kept for tuning
 
 bool cuda_type(DType t, cudaDataType_t& out) {
   switch (t) {
@@ -86,6 +95,8 @@ struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;  // cuBLASLt's A (our b), B (our a), C = D
   cublasLtMatmulAlgo_t algo{};
+  std::vector<cublasLtMatmulAlgo_t> candidates;  // the heuristic's answers, best guess first (tune)
+  bool tuned = false;                             // algo is final: timed, or not to be timed
 };
 
 struct State {
@@ -149,13 +160,18 @@ Plan make_plan(cublasLtHandle_t h, const Key& k, const void* scale_A, const void
   set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, k.align_a);
   set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, k.align_c);
   set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, k.align_c);
-  cublasLtMatmulHeuristicResult_t r{};
+  cublasLtMatmulHeuristicResult_t r[kCandidates]{};
   int n = 0;
   // Not ANVIL_BLASLT_CHECK: "no algorithm for this case" is an answer (we fall back), not an error.
-  const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(h, p.desc, p.la, p.lb, p.lc, p.lc, pref, 1, &r, &n);
+  const cublasStatus_t s =
+      cublasLtMatmulAlgoGetHeuristic(h, p.desc, p.la, p.lb, p.lc, p.lc, pref, kCandidates, r, &n);
   ANVIL_BLASLT_CHECK(cublasLtMatmulPreferenceDestroy(pref));
   if (s == CUBLAS_STATUS_SUCCESS && n > 0) {
-    p.algo = r.algo;
+    for (int i = 0; i < n; i++)
+      if (r[i].state == CUBLAS_STATUS_SUCCESS) p.candidates.push_back(r[i].algo);
+  }
+  if (!p.candidates.empty()) {
+    p.algo = p.candidates[0];
     p.ok = true;
     return p;
   }
@@ -192,6 +208,94 @@ bool supported(const VendorGemm& g, const DeviceInfo& info, bool fp8) {
   if ((g.N * int64_t(dtype_size(g.c_dtype))) % 16 != 0) return false;
   if (alignment(g.a) < 16 || alignment(g.b) < 16 || alignment(g.c) < 16) return false;
   return g.scale_a && g.scale_b;
+}
+
+// ANVIL_BLASLT_TUNE: which products are timed over the heuristic's candidates at their first use (tune). Unset:
+// those of at most kTuneMaxRows activation rows (decode steps and small batches, where the weight is read once
+// and its stream sets the time); "all": every product; "0": none (the heuristic's first answer, as before);
+// "log": as unset, and each tuning prints its times to stderr. Anything else is an error naming the variable.
+// Training shapes stay on the heuristic by default: tuning picks by time, and an algorithm taken in one process but
+// not the next would round differently between runs.
+constexpr int64_t kTuneMaxRows = 64;
+struct TuneKnob {
+  bool skinny_only, all, log;
+};
+const TuneKnob& tune_knob() {
+  static const TuneKnob k = [] {
+    const char* e = std::getenv("ANVIL_BLASLT_TUNE");
+    const std::string v = e ? e : "";
+    ANVIL_CHECK(v.empty() || v == "0" || v == "all" || v == "log", "cuBLASLt tuning",
+                "ANVIL_BLASLT_TUNE unset, 0, all or log", v);
+    return TuneKnob{v.empty() || v == "log", v == "all", v == "log"};
+  }();
+  return k;
+}
+
+// The mean µs of `reps` launches of one candidate on the real operands into a scratch c, each after the L2 is
+// overwritten (flush): in a decode step a projection's weight is never in L2 when its product runs, while 8B's
+// q|k|v in FP8 (25 MB) would be served from the 50 MB L2 if timed back to back. Negative: the candidate failed.
+double time_candidate(cublasLtHandle_t h, const Plan& p, const cublasLtMatmulAlgo_t& algo, const VendorGemm& g,
+                      void* c, void* ws, void* flush, size_t flush_bytes, int reps) {
+  cudaEvent_t t0, t1;
+  ANVIL_GPU_CHECK(cudaEventCreate(&t0));
+  ANVIL_GPU_CHECK(cudaEventCreate(&t1));
+  double total = 0;
+  for (int r = -1; r < reps && total >= 0; r++) {  // r = -1: warm-up (the kernel's module loads on first use)
+    if (flush) ANVIL_GPU_CHECK(cudaMemsetAsync(flush, r & 0xff, flush_bytes, stream()));
+    ANVIL_GPU_CHECK(cudaEventRecord(t0, stream()));
+    const cublasStatus_t s = cublasLtMatmul(h, p.desc, &g.alpha, g.b, p.la, g.a, p.lb, &g.beta, c, p.lc, c, p.lc,
+                                            &algo, ws, kWorkspaceBytes, stream());
+    ANVIL_GPU_CHECK(cudaEventRecord(t1, stream()));
+    ANVIL_GPU_CHECK(cudaEventSynchronize(t1));
+    float ms = 0;
+    ANVIL_GPU_CHECK(cudaEventElapsedTime(&ms, t0, t1));
+    if (s != CUBLAS_STATUS_SUCCESS) total = -1;
+    else if (r >= 0) total += ms * 1e3;
+  }
+  ANVIL_GPU_CHECK(cudaEventDestroy(t0));
+  ANVIL_GPU_CHECK(cudaEventDestroy(t1));
+  return total < 0 ? -1 : total / reps;
+}
+
+// Sets p.algo to the fastest candidate, once per plan, for the products tune_knob() selects; not while the stream
+// is being captured (timing needs the host to wait), so a captured step uses the heuristic's answer unless an eager
+// call of the same shape came first (the decode step's first run is eager). A candidate is taken only if it beats
+// the heuristic's first answer by kTuneMargin: near-ties then keep the same algorithm from one process to the next.
+constexpr double kTuneMargin = 0.03;
+constexpr int kTuneReps = 5;
+void maybe_tune(cublasLtHandle_t h, Plan& p, const VendorGemm& g, void* ws) {
+  const TuneKnob& k = tune_knob();
+  if (p.candidates.size() < 2 || g.batch != 1 || !(k.all || (k.skinny_only && g.M <= kTuneMaxRows))) {
+    p.tuned = true;
+    return;
+  }
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  ANVIL_GPU_CHECK(cudaStreamIsCapturing(stream(), &cap));
+  if (cap != cudaStreamCaptureStatusNone) return;
+  int l2 = 0;
+  ANVIL_GPU_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, current_device()));
+  const size_t flush_bytes = size_t(l2) * 2;
+  void* flush = alloc(flush_bytes);
+  void* c = alloc(size_t(g.M) * size_t(g.N) * dtype_size(g.c_dtype));
+  std::vector<double> us;
+  for (const cublasLtMatmulAlgo_t& a : p.candidates)
+    us.push_back(time_candidate(h, p, a, g, c, ws, flush, flush_bytes, kTuneReps));
+  ANVIL_GPU_CHECK(cudaStreamSynchronize(stream()));
+  free(c);
+  free(flush);
+  size_t best = 0;
+  for (size_t i = 1; i < us.size(); i++)
+    if (us[i] >= 0 && (us[best] < 0 || us[i] < us[best])) best = i;
+  if (us[0] >= 0 && us[best] > us[0] * (1 - kTuneMargin)) best = 0;
+  p.algo = p.candidates[best];
+  p.tuned = true;
+  if (k.log) {
+    std::string times;
+    for (double t : us) times += str(" ", t < 0 ? std::string("failed") : str(int64_t(t * 100) / 100.0));
+    std::fprintf(stderr, "cuBLASLt tuned M=%lld N=%lld K=%lld %s x %s -> %s: #%zu of %zu, us:%s\n",
+                 static_cast<long long>(g.M), static_cast<long long>(g.N), static_cast<long long>(g.K),
+                 dtype_name(g.a_dtype), dtype_name(g.b_dtype), dtype_name(g.c_dtype), best, us.size(), times.c_str());
+  }
 }
 
 }  // namespace
@@ -249,12 +353,13 @@ bool vendor_gemm(const VendorGemm& g) {
                 sc};
   auto it = st.plans.find(key);
   if (it == st.plans.end()) it = st.plans.emplace(key, make_plan(h, key, scale_A, scale_B)).first;
-  const Plan& p = it->second;
+  Plan& p = it->second;
   if (!p.ok) return false;
   if (mode != ScaleMode::none) set_scales(p, scale_A, scale_B);
 
   void*& ws = st.workspaces[{dev, current_stream()}];
   if (!ws) ws = alloc(kWorkspaceBytes);
+  if (!p.tuned) maybe_tune(h, p, g, ws);
   ANVIL_BLASLT_CHECK(cublasLtMatmul(h, p.desc, &g.alpha, g.b, p.la, g.a, p.lb, &g.beta, g.c, p.lc, g.c, p.lc, &p.algo,
                                     ws, kWorkspaceBytes, stream()));
   return true;
