@@ -3,6 +3,7 @@
 // without bulk copies the model keeps its per-op step and the comparison is between two identical paths.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -167,6 +168,47 @@ TEST(DecodeStack, BatchFp8PretiledEqualsTensorMaps) {
   }
   ASSERT_EQ(ref.size(), got.size());
   for (size_t s = 0; s < ref.size(); s++) EXPECT_EQ(ref[s], got[s]) << "decode step " << s;
+}
+
+// 17..32 rows of FP8 decode take the skinny GEMM's wide ring (four row groups of MMAs, x staged as f16) where
+// earlier they went through the per-token quantisation and cuBLASLt. A sequence's logits must not depend on the
+// batch it decodes in: 24 sequences in one batch against the same sequences as batches of 16 (two row groups) and
+// 8 (one), to f32 summation-order noise.
+std::vector<std::vector<float>> decode_rows(LlamaModel& m, int64_t first, int64_t B) {
+  const int64_t V = m.info().vocab;
+  auto st = m.new_state(int(B), 32);
+  Tensor logits = Tensor::empty({B, V}, DType::f32, m.device());
+  std::vector<float> p;
+  for (int64_t i = 0; i < B * 3; i++) p.push_back(float(((first * 3 + i) * 37 + 11) % V));
+  m.step(*st, Tensor::from_floats(p, {B, 3}, DType::i32, Device::cpu()), logits);
+  std::vector<std::vector<float>> out;
+  for (int s = 0; s < 4; s++) {
+    std::vector<float> ids;
+    for (int64_t b = first; b < first + B; b++) ids.push_back(float((s * 101 + b * 13 + 3) % V));
+    m.step(*st, Tensor::from_floats(ids, {B, 1}, DType::i32, Device::cpu()), logits);
+    out.push_back(logits.to_floats());
+  }
+  return out;
+}
+
+TEST(DecodeStack, BatchFp8WideRowsMatchNarrowBatches) {
+  if (!gpu_available()) GTEST_SKIP() << "no GPU";
+  LlamaConfig c = small_config(8, 2, 128);
+  c.intermediate_size = 1408;
+  auto m = fp8_model(c, 22);
+  const int64_t V = m->info().vocab;
+  const auto all = decode_rows(*m, 0, 24), lo = decode_rows(*m, 0, 16), hi = decode_rows(*m, 16, 8);
+  for (size_t s = 0; s < all.size(); s++) {
+    double worst = 0, scale = 0;
+    for (int64_t b = 0; b < 24; b++)
+      for (int64_t v = 0; v < V; v++) {
+        const float ref = b < 16 ? lo[s][size_t(b * V + v)] : hi[s][size_t((b - 16) * V + v)];
+        worst = std::max(worst, double(std::fabs(all[s][size_t(b * V + v)] - ref)));
+        scale = std::max(scale, double(std::fabs(ref)));
+      }
+    std::printf("step %zu: max |24-row - 16/8-row| %.3g of max |logit| %.3g\n", s, worst, scale);
+    EXPECT_LE(worst, 2e-2 * scale) << "decode step " << s;
+  }
 }
 
 }  // namespace

@@ -111,10 +111,10 @@ OpCase error_case() {
     Tensor x = T({4, 32}, DType::bf16), w = T({16, 32}, DType::bf16), y = T({4, 16}, DType::bf16), none;
     Tensor w8 = T({16, 32}, DType::e4m3fn), s1 = T({1}, DType::f32);
     std::vector<Check> r;
-    r.push_back(expect_error("17 rows", [&] {
-      Tensor x17 = T({17, 32}, DType::bf16), y17 = T({17, 16}, DType::bf16);
-      skinny_gemm(x17, w, none, y17);
-    }, "M <= 16"));
+    r.push_back(expect_error("33 rows", [&] {
+      Tensor x33 = T({33, 32}, DType::bf16), y33 = T({33, 16}, DType::bf16);
+      skinny_gemm(x33, w, none, y33);
+    }, "M <= 32"));
     r.push_back(expect_error("K mismatch", [&] { Tensor w2 = T({16, 31}, DType::bf16); skinny_gemm(x, w2, none, y); },
                              "w (N, K) with K = 32"));
     r.push_back(expect_error("fp8 without scale", [&] { skinny_gemm(x, w8, none, y); }, "w_scale"));
@@ -364,6 +364,32 @@ std::vector<OpCase> cases() {
     c.test = [=](const Ctx& ctx) { return run_sg(ctx, s); };
     out.push_back(c);
   }
+  // 17..32 rows: e4m3fn with f16 x, or bf16 x staged as f16 (the default from 7 rows), in one pass of the ring's
+  // four row groups on sm_90; with ANVIL_SKINNY_X16=0, other weight dtypes, and on the CPU, in slices of 16 rows.
+  for (NK nk : rshapes)
+    for (int64_t M : {17, 24, 32}) {
+      for (DType xd : {DType::bf16, DType::f16}) {
+        SG s{M, nk.N, nk.K, xd, DType::e4m3fn, M == 24 ? DType::f32 : DType::bf16, Scale::per_channel};
+        s.x16 = xd == DType::bf16, s.tiles = M == 17;
+        OpCase c{"skinny_gemm", sg_id(s)};
+        c.test = [=](const Ctx& ctx) { return run_sg(ctx, s); };
+        out.push_back(c);
+      }
+    }
+  for (DType w : {DType::e4m3fn, DType::e4m3fnuz, DType::bf16}) {  // slices (e4m3fn: ANVIL_SKINNY_X16=0)
+    SG s{w == DType::bf16 ? 20 : 32, 4100, 1408, DType::bf16, w, DType::f32,
+         dtype_is_fp8(w) ? Scale::per_tensor : Scale::none};
+    OpCase c{"skinny_gemm", sg_id(s)};
+    c.test = [=](const Ctx& ctx) { return run_sg(ctx, s); };
+    out.push_back(c);
+  }
+  {
+    SG s{32, 2112, 14336, DType::bf16, DType::e4m3fn, DType::f32, Scale::per_channel, true, true};
+    s.x16 = true;
+    OpCase c{"skinny_gemm", sg_id(s)};
+    c.test = [=](const Ctx& ctx) { return run_sg(ctx, s); };
+    out.push_back(c);
+  }
   out.push_back(error_case());
 
   // Fused prologues. K = 1000 takes the byte-load path for bf16 weights (2000-byte rows); K = 4096 is one whole
@@ -387,7 +413,8 @@ std::vector<OpCase> cases() {
   for (Pro pro : {Pro::norm, Pro::add_norm, Pro::swiglu})
     for (NK nk : {NK{2112, 4096}, NK{136, 14336}, NK{4100, 1408}})
       for (auto [M, knob] :
-           {std::pair<int64_t, const char*>{2, ""}, {5, ""}, {8, "1"}, {16, "1"}, {4, "0"}, {16, "0"}}) {
+           {std::pair<int64_t, const char*>{2, ""}, {5, ""}, {8, "1"}, {16, "1"}, {4, "0"}, {16, "0"}, {24, ""},
+            {32, "0"}}) {
         SF s{pro, M, nk.N, nk.K, DType::bf16, DType::e4m3fn, knob};
         OpCase c{"skinny_gemm", str("skinny_gemm_fused(", pro_name(pro), ",bf16xe4m3fn,M=", M, ",N=", nk.N, ",K=", nk.K,
                                     ",x16=", *knob ? knob : "auto", ")")};
@@ -405,9 +432,10 @@ std::vector<OpCase> cases() {
   struct V { bool tiles; DType wd, xd; bool x16 = false; };
   const DType bf = DType::bf16, e4 = DType::e4m3fn;
   for (V v : {V{false, bf, bf}, V{false, e4, bf}, V{true, bf, bf}, V{true, e4, bf}, V{true, e4, DType::f16},
-              V{true, e4, bf, true}})
+              V{true, e4, bf, true}, V{false, e4, DType::f16}, V{false, e4, bf, true}})
     for (P pr : {P{6144, 4096, "qkv"}, P{4096, 4096, "o"}, P{28672, 4096, "gate_up"}, P{4096, 14336, "down"}})
-      for (int64_t M : {1, 4, 16}) {
+      for (int64_t M : {1, 4, 16, 32}) {
+        if ((M == 32) != (v.wd == e4 && !v.tiles && (v.x16 || v.xd == DType::f16))) continue;  // the wide ring
         const bool tiles = v.tiles;
         const DType wd = v.wd, xd = v.xd;
         OpCase c{"skinny_gemm", str("skinny_gemm_perf(", dtype_name(wd), xd == DType::f16 ? ",f16x" : "", ",llama8b_",

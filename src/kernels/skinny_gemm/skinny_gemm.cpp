@@ -63,7 +63,7 @@ void skinny_gemm(const Tensor& x, const Tensor& w, const Tensor& w_scale, Tensor
   check_contiguous(op, "x", x);
   check_dtype_in(op, "x", x, {DType::f32, DType::bf16, DType::f16});
   const int64_t M = x.size(0), K = x.size(1);
-  ANVIL_CHECK(M <= kSkinnyMaxRows, op, str("x (M, K) with M <= ", kSkinnyMaxRows, " rows (use matmul above)"),
+  ANVIL_CHECK(M <= kSkinnyWideRows, op, str("x (M, K) with M <= ", kSkinnyWideRows, " rows (use matmul above)"),
               x.describe());
   check_w_y(op, x, "x", M, K, w, w_scale, y);
   check_no_alias(op, y, x, "x");
@@ -107,9 +107,20 @@ int64_t skinny_gemm_tiles_bytes(const Tensor& w) {
 bool skinny_gemm_fused_stages(int64_t rows, const Tensor& w, DType x_dtype) {
   check_defined("skinny_gemm_fused_stages", "w", w);
   check_dim("skinny_gemm_fused_stages", "w", w, 2);
-  if (!w.device().is_gpu() || rows < 1 || rows > kSkinnyMaxRows) return false;
+  if (!w.device().is_gpu() || rows < 1 || rows > kSkinnyWideRows) return false;
 #ifdef ANVIL_HAS_GPU
   return skinny_gemm_fused_stages_gpu(rows, w, x_dtype);
+#else
+  return false;
+#endif
+}
+
+bool skinny_gemm_wide(int64_t rows, const Tensor& w, DType x_dtype) {
+  check_defined("skinny_gemm_wide", "w", w);
+  check_dim("skinny_gemm_wide", "w", w, 2);
+  if (!w.device().is_gpu() || rows <= kSkinnyMaxRows || rows > kSkinnyWideRows) return false;
+#ifdef ANVIL_HAS_GPU
+  return skinny_gemm_wide_gpu(rows, w, x_dtype);
 #else
   return false;
 #endif
@@ -125,7 +136,7 @@ void skinny_gemm_fused(const SkinnyPrologue& pro, const Tensor& w, const Tensor&
   check_contiguous(op, x0_name, x0);
   check_dtype_in(op, x0_name, x0, {DType::f32, DType::bf16, DType::f16});
   const int64_t M = x0.size(0), K = glu ? x0.size(1) / 2 : x0.size(1);
-  ANVIL_CHECK(M <= kSkinnyMaxRows, op, str(x0_name, " with at most ", kSkinnyMaxRows, " rows"), x0.describe());
+  ANVIL_CHECK(M <= kSkinnyWideRows, op, str(x0_name, " with at most ", kSkinnyWideRows, " rows"), x0.describe());
   if (glu) ANVIL_CHECK(x0.size(1) % 2 == 0, op, "gu (M, 2K): gate and up side by side", x0.describe());
   check_w_y(op, x0, x0_name, M, K, w, w_scale, y);
   check_no_alias(op, y, x0, x0_name);

@@ -454,11 +454,29 @@ bool launch_rows(const Params& p, bool vec, Device dev) {
 
 bool aligned_to(const void* p, int bytes) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-// False when the configuration does not fit the shared memory (launch); nothing ran then.
+const void* at(const void* base, int64_t bytes) { return base ? static_cast<const char*>(base) + bytes : nullptr; }
+void* at(void* base, int64_t bytes) { return base ? static_cast<char*>(base) + bytes : nullptr; }
+
+// One pass over w for p.M <= kSkinnyMaxRows rows, or more where the ring takes them. False when the configuration
+// does not fit the shared memory (launch); nothing ran then.
+bool run_pass(const Params& p, DType wd, bool vec, Device dev) {
+  if (try_ring(p, wd)) return true;
+  if (try_mma(p, wd, vec, dev)) return true;
+  switch (wd) {
+    case DType::bf16: return launch_rows<WBf16>(p, vec, dev);
+    case DType::f16: return launch_rows<WF16>(p, vec, dev);
+    case DType::e4m3fn: return launch_rows<WE4m3<false>>(p, vec, dev);
+    case DType::e4m3fnuz: return launch_rows<WE4m3<true>>(p, vec, dev);
+    default: ANVIL_THROW("skinny_gemm_gpu", "w in bf16/f16/e4m3fn/e4m3fnuz", dtype_name(wd));
+  }
+}
+
+// False when the configuration does not fit the shared memory (launch); nothing ran then, or, past
+// kSkinnyMaxRows rows, possibly the first slices (they are recomputed by the caller's fallback: no harm).
 bool run(Params p, const Tensor& w, const Tensor& x_scale, const Tensor& w_scale, float alpha, Tensor& y) {
   p.N = int(w.size(0));
   if (p.M == 0 || p.N == 0) return true;
-  ANVIL_CHECK(p.M <= kSkinnyMaxRows, "skinny_gemm_gpu", str("M <= ", kSkinnyMaxRows), p.M);
+  ANVIL_CHECK(p.M <= kSkinnyWideRows, "skinny_gemm_gpu", str("M <= ", kSkinnyWideRows), p.M);
   const int xa = dtype_size(p.x_dtype) * 4;  // a quad of x-side values
   p.vec4 = p.K % 4 == 0 && aligned_to(p.x, xa) && aligned_to(p.nb, xa) && aligned_to(p.gamma, xa) &&
            aligned_to(p.h_out, xa);
@@ -469,15 +487,19 @@ bool run(Params p, const Tensor& w, const Tensor& x_scale, const Tensor& w_scale
   p.w_scale_stride = w_scale.defined() && w_scale.numel() == p.N && p.N > 1 ? 1 : 0;
   p.alpha = alpha;
   const bool vec = gpu::aligned16(p.w) && (int64_t(p.K) * int64_t(dtype_size(w.dtype()))) % 16 == 0;
+  if (p.M <= kSkinnyMaxRows) return run_pass(p, w.dtype(), vec, y.device());
   if (try_ring(p, w.dtype())) return true;
-  if (try_mma(p, w.dtype(), vec, y.device())) return true;
-  switch (w.dtype()) {
-    case DType::bf16: return launch_rows<WBf16>(p, vec, y.device());
-    case DType::f16: return launch_rows<WF16>(p, vec, y.device());
-    case DType::e4m3fn: return launch_rows<WE4m3<false>>(p, vec, y.device());
-    case DType::e4m3fnuz: return launch_rows<WE4m3<true>>(p, vec, y.device());
-    default: ANVIL_THROW("skinny_gemm_gpu", "w in bf16/f16/e4m3fn/e4m3fnuz", dtype_name(w.dtype()));
+  // More rows than one pass of these kernels takes: slices of kSkinnyMaxRows rows, each reading w again.
+  const int64_t xrow = int64_t(p.K) * (p.pro == kProSwiglu ? 2 : 1) * dtype_size(p.x_dtype);  // gu: gate, up
+  const int64_t hrow = int64_t(p.K) * dtype_size(p.x_dtype), yrow = int64_t(p.N) * dtype_size(p.y_dtype);
+  for (int m0 = 0; m0 < p.M; m0 += int(kSkinnyMaxRows)) {
+    Params q = p;
+    q.M = std::min(int(kSkinnyMaxRows), p.M - m0);
+    q.x = at(p.x, m0 * xrow), q.nb = at(p.nb, m0 * hrow), q.h_out = at(p.h_out, m0 * hrow);
+    q.y = at(p.y, m0 * yrow);
+    if (!run_pass(q, w.dtype(), vec, y.device())) return false;
   }
+  return true;
 }
 
 }  // namespace
@@ -505,6 +527,9 @@ int64_t skinny_gemm_tiles_bytes_gpu(const Tensor& w) { return skinny::ring_tiles
 
 bool skinny_gemm_fused_stages_gpu(int64_t rows, const Tensor& w, DType x_dtype) {
   return skinny::skinny_fused_stages(int(rows), int(w.size(0)), int(w.size(1)), w.dtype(), x_dtype);
+}
+bool skinny_gemm_wide_gpu(int64_t rows, const Tensor& w, DType x_dtype) {
+  return skinny::ring_wide(int(rows), int(w.size(0)), int(w.size(1)), w.dtype(), x_dtype);
 }
 
 void skinny_gemm_fused_gpu(const SkinnyPrologue& pro, const Tensor& w, const Tensor& w_scale, Tensor& y) {

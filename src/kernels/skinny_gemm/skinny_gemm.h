@@ -1,6 +1,7 @@
 // skinny_gemm: the decode GEMM, a few activation rows against a large weight, bound by weight bytes.
 //
-// Shapes:  y (M, N) = x (M, K) @ (w_scale * w)^T, with M in [0, kSkinnyMaxRows] rows (batch of decode tokens),
+// Shapes:  y (M, N) = x (M, K) @ (w_scale * w)^T, with M in [0, kSkinnyWideRows] rows (batch of decode tokens;
+//          past kSkinnyMaxRows in one pass over w only where skinny_gemm_wide says so, else in slices of 16 rows),
 //          w (N, K) row-major (Hugging Face nn.Linear layout: one row per output channel n),
 //          w_scale f32 (1) per tensor or (N) per output channel, or undefined (= 1; 16-bit weights only).
 // Dtypes:  x f32/bf16/f16; w bf16/f16, or e4m3fn/e4m3fnuz (weight-only FP8: decoded to f32 in registers, the
@@ -20,7 +21,8 @@
 //          on sm_90+ a ring kernel (skinny_gemm_ring.cu: weights and x through bulk copies into shared memory, the
 //          same MMAs; e4m3fn converted in hardware at 1..8 rows) takes 16-bit and e4m3fn weights at 1..16 rows
 //          (e4m3fn: not one row of a weight under 20 MB) and e4m3fnuz at 9..16 (ANVIL_SKINNY_RING=0 / 2); given
-//          w_tiles (skinny_gemm_tiles), it reads w from that pre-tiled copy (bf16 3-8% faster, FP8 0-2%).
+//          w_tiles (skinny_gemm_tiles), it reads w from that pre-tiled copy (bf16 3-8% faster, FP8 0-2%); e4m3fn
+//          with f16 or staged bf16 x also at 17..32 rows (skinny_gemm_wide).
 //          matmul / matmul_fwd / matmul_fp8 route M <= kSkinnyMaxRows products here on the GPU (matmul.cu).
 #pragma once
 #include "core/tensor.h"
@@ -30,6 +32,12 @@ namespace anvil {
 // The most activation rows one call takes: the GPU kernel keeps M x (columns per warp) f32 accumulators per
 // lane in registers (16 x 4 = 64), and at 16 rows the fp32 FMA units already cap it (docs/decode_kernels.md).
 constexpr int64_t kSkinnyMaxRows = 16;
+// The most rows skinny_gemm and skinny_gemm_fused take: one pass over w where skinny_gemm_wide(rows, ...) holds,
+// else slices of kSkinnyMaxRows.
+constexpr int64_t kSkinnyWideRows = 32;
+// Whether `rows` (kSkinnyMaxRows < rows <= kSkinnyWideRows) rows of x_dtype x against w take one pass over w (the
+// ring kernel: CUDA sm_90, e4m3fn w, bf16 or f16 x). False on the CPU and for other rows.
+bool skinny_gemm_wide(int64_t rows, const Tensor& w, DType x_dtype);
 
 // Rows up to which matmul and the linear layer send 16-bit products y = x @ w^T to this kernel on the GPU.
 // H200, 2026-11-30, 8B projections, µs per call at 4 / 16 rows: the tensor-core path q|k|v 30.2 / 27.4, o 16.7 /
@@ -103,6 +111,7 @@ bool skinny_gemm_fused_stages(int64_t rows, const Tensor& w, DType x_dtype);
 void skinny_gemm_fused_cpu(const SkinnyPrologue& pro, const Tensor& w, const Tensor& w_scale, Tensor& y);
 void skinny_gemm_fused_gpu(const SkinnyPrologue& pro, const Tensor& w, const Tensor& w_scale, Tensor& y);
 bool skinny_gemm_fused_stages_gpu(int64_t rows, const Tensor& w, DType x_dtype);
+bool skinny_gemm_wide_gpu(int64_t rows, const Tensor& w, DType x_dtype);
 
 // fp64 reference (the spec): y[m][n] = w_scale[per_channel ? n : 0] * sum_k x[m][k] * w[n][k].
 // w holds the already-decoded weight values (fp8 codes decoded exactly); w_scale may be nullptr (= 1).

@@ -132,9 +132,12 @@ __device__ __forceinline__ void mma_quad(const uint32_t (&r)[4], int q, uint32_t
 bool try_mma(const Params& p, DType wd, bool w_vec, Device dev);
 
 // The ring kernel (skinny_gemm_ring.cu): the same contract as try_mma for 1..16 rows (e4m3fn: not one row of a
-// small weight; e4m3fnuz: 9..16), on CUDA sm_90+ (bulk copies and tensor maps), 16-byte aligned x and w, rows of w a
-// multiple of 128 bytes, and ANVIL_SKINNY_RING not 0 (2: every row count).
+// small weight; e4m3fnuz: 9..16), and 17..32 rows of e4m3fn w with f16 x or staged bf16 x (ring_wide), on CUDA
+// sm_90+ (bulk copies and tensor maps), 16-byte aligned x and w, rows of w a multiple of 128 bytes, and
+// ANVIL_SKINNY_RING not 0 (2: every row count).
 bool try_ring(const Params& p, DType wd);
+// Whether the ring takes M > 16 rows of xd x against an (N, K) weight of wd in one pass (alignment aside).
+bool ring_wide(int M, int N, int K, DType wd, DType xd);
 // Whether a fused prologue (kProNorm, kProSwiglu) of M rows of xd inputs would run in the ring kernel's f16 staging
 // (one kernel for the prologue and the copy, then the ring): e4m3fn w (N, K), bf16 inputs, from 2 rows (stage_x16).
 bool skinny_fused_stages(int M, int N, int K, DType wd, DType xd);

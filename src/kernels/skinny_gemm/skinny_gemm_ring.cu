@@ -1,4 +1,5 @@
-// GPU skinny GEMM, ring path: y (M, N) = x (M, K) @ w^T for 1..16 rows of 16-bit x on CUDA sm_90+, the weights
+// GPU skinny GEMM, ring path: y (M, N) = x (M, K) @ w^T for 1..16 rows of 16-bit x (e4m3fn w with f16 x: 1..32) on
+// CUDA sm_90+, the weights
 // streamed through a shared-memory ring of tiled bulk copies (backends/gpu/weight_ring.cuh), as decode_stack's
 // GEMM phases are. Contract: skinny_gemm.h; dispatch: try_ring in skinny_gemm.cu's run().
 //
@@ -20,7 +21,7 @@
 //   G + 9 and keeps their sums in registers over the pieces; warp s of a group takes a quarter (256 bytes) of every
 //   piece.
 // - Products on the tensor cores (m16n8k16, f32 sums), fragments as in skinny_gemm_mma.cu: A = 16 weight rows,
-//   B = x^T, one MMA per 8 activation rows (MG = 1 or 2). e4m3fn weights are converted by the hardware
+//   B = x^T, one MMA per 8 activation rows (MG = 1, 2 or 4; 4 only for e4m3fn with f16 x, see kWideRing). e4m3fn weights are converted by the hardware
 //   (cvt.rn.f16x2.e4m3x2, 2 instructions per 4 weights) for f16 MMAs, so x must be f16: bf16 x is converted in
 //   its slot, once per piece, by 3 converter warps, times a power of two per row (convert_x). e4m3fnuz (no
 //   hardware conversion) is decoded exactly into the 16-bit type in software, ~13 instructions per 4 weights.
@@ -64,16 +65,28 @@ template <class WT, bool XBF16, int MG>
 constexpr bool kConvX = kHwFp8<WT, XBF16, MG> && XBF16;
 constexpr int kQuarters = 4;                         // warps per tile
 constexpr int kGroups = kRingWarps / kQuarters;      // tiles in work at once
-constexpr int kPassTiles = 12;                       // tiles per pass at most
-constexpr int kPerGroup = kPassTiles / kGroups;      // a warp's tiles per pass, their sums in registers
+// A warp's tiles per pass, their sums in registers: 4 (16 or 32 accumulators per lane at 8 or 16 rows), and 2
+// at 32 rows, where 4 tiles' 64 accumulators spilled (288 bytes of stack at the 128-register cap).
+template <int MG>
+constexpr int kPerGroup = MG == 4 ? 2 : 4;
+template <int MG>
+constexpr int kPassTiles = kGroups * kPerGroup<MG>;  // tiles per pass at most
 constexpr int kMaxSlots = 12;                        // 192 KB of weights in flight per SM
 constexpr int kMinSlots = 4;
 constexpr int kMaxXSlots = 16;
-constexpr int kMaxXRows = 16;
+constexpr int kMaxXRows = 16;                        // x rows of the converters' inverse scales (MG = 1 only)
+// 17..32 rows (MG = 4): e4m3fn weights with f16 x only (staged from bf16 by stage_x_f16 / stage_prologue_f16). Past
+// 16 rows FP8 otherwise quantises x per token for cuBLASLt, whose one FP8 algorithm with row and channel scales ran
+// at 30-58% of copy on the 8B projections at 32 rows (H200, in a graph: q|k|v 16.7, o 14.4, gate|up 48.4, down
+// 38.2 us), slower than bf16's cuBLASLt on down. Four row groups need 64 accumulators per lane and an x slot of
+// 64 KB (32 rows x 1024 columns of f16), so the ring has 4 slots there.
+constexpr int kWideRows = 32;
+template <class WT, bool XBF16>
+constexpr bool kWideRing = std::is_same<WT, WE4m3<false>>::value && !XBF16;
 constexpr int kRingMinRowsFp8 = 9;                   // see try_ring
 constexpr int64_t kRingMinBytesFp8Row = 20 << 20;    // see try_ring
 constexpr int kBarConsumers = 1;                     // hardware barrier id of the consumer warps
-static_assert(kRingWarps % kQuarters == 0 && kPassTiles % kGroups == 0, "ring work split");
+static_assert(kRingWarps % kQuarters == 0, "ring work split");
 static_assert(kWarp == kAnvilMmaLanes, "the m16n8k16 fragment layout is defined over 32 lanes");
 
 struct RingCfg {
@@ -90,15 +103,15 @@ struct RingMaps {
   CUtensorMap x;  // (64 elements, M rows, K / 64 lines), box (64, xr, x_lines), 128-byte swizzled
 };
 
-// The block's tiles [ua, ub) of pass q: passes of equal size (to a tile), at most kPassTiles. H200, gate|up's 14
+// The block's tiles [ua, ub) of pass q: passes of equal size (to a tile), at most kPassTiles<MG>. H200, gate|up's 14
 // tiles per block as 7 + 7 against 12 + 2, µs in a graph: bf16 61.8 / 63.2 (1 row), 62.1 / 63.4 (4 rows); e4m3fn
 // 36.1 / 37.5, 36.4 / 38.0. A 2-tile pass leaves a group idle and the ring a third full (its x slots reach only 2
 // pieces ahead; 16 x slots did not change it), which outweighs 7-tile passes' uneven groups (3, 2, 2 tiles).
 struct Pass {
   int ua, ub;
 };
-int pass_tiles(int units) {
-  const int passes = (units + kPassTiles - 1) / kPassTiles;
+int pass_tiles(int units, int most) {
+  const int passes = (units + most - 1) / most;
   return (units + passes - 1) / passes;
 }
 __device__ __forceinline__ Pass pass_of(int units, int tp, int q) { return {q * tp, min(units, (q + 1) * tp)}; }
@@ -256,6 +269,9 @@ __global__ void __launch_bounds__(kRingThreads, 1)
   // Independent MMA chains per tile: a chunk is 16 (fp8) or 8 (bf16) dependent MMAs per warp in one chain; two
   // halve that latency. At MG = 2 the second chain's 32 registers would spill.
   constexpr int CH = MG == 1 ? 2 : 1;
+  // x's 16-byte pieces per row group loaded at once: all of a step's (XW / 4) up to 16 rows; one at 32 rows, where
+  // 64 accumulators per lane leave no room for the 32 registers of a whole step's x.
+  constexpr int HB = MG == 4 ? 1 : XW / 4;
   constexpr bool kHw = kHwFp8<WT, XBF16, MG>, kConv = kConvX<WT, XBF16, MG>;
   extern __shared__ __align__(1024) uint8_t smem[];
   uint8_t* ring = smem;
@@ -320,10 +336,10 @@ __global__ void __launch_bounds__(kRingThreads, 1)
     const int T = ps.ub - ps.ua;
     const int mine = T > grp ? (T - grp + kGroups - 1) / kGroups : 0;  // this group's tiles in the pass
     const unsigned xreaders = unsigned(kQuarters * min(T, kGroups));
-    float acc[kPerGroup][MG][CH][4];
-    uint32_t nan[kPerGroup][2];
+    float acc[kPerGroup<MG>][MG][CH][4];
+    uint32_t nan[kPerGroup<MG>][2];
 #pragma unroll
-    for (int j = 0; j < kPerGroup; j++) {
+    for (int j = 0; j < kPerGroup<MG>; j++) {
       nan[j][0] = nan[j][1] = 0;
 #pragma unroll
       for (int mg = 0; mg < MG; mg++)
@@ -340,7 +356,7 @@ __global__ void __launch_bounds__(kRingThreads, 1)
       const uint8_t* xsl = xs + size_t(xslot) * rc.x_slot;
       const int valid = min(kTileBytes, row_bytes - i * kTileBytes);  // bytes of the rows in this piece
 #pragma unroll
-      for (int j = 0; j < kPerGroup; j++) {
+      for (int j = 0; j < kPerGroup<MG>; j++) {
         if (j >= mine) break;
         const unsigned cc = c + unsigned(i * T + grp + j * kGroups), slot = cc % unsigned(rc.slots);
         gpu::ring::wait_chunk(issued, full, slot, cc / unsigned(rc.slots), cc);
@@ -355,30 +371,38 @@ __global__ void __launch_bounds__(kRingThreads, 1)
           const uint4 lo = *reinterpret_cast<const uint4*>(wr + gpu::ring::tile_offset(pr, k));
           const uint4 hi = *reinterpret_cast<const uint4*>(wr + gpu::ring::tile_offset(pr + 8, k));
           const uint32_t wl[4] = {lo.x, lo.y, lo.z, lo.w}, wh[4] = {hi.x, hi.y, hi.z, hi.w};
-          uint32_t xv[MG][XW];
 #pragma unroll
-          for (int mg = 0; mg < MG; mg++) {
-            const int xrow = min(mg * 8 + g, rc.xr - 1);  // rows past xr feed only outputs that are not stored
-#pragma unroll
-            for (int h = 0; h < XW / 4; h++) {
-              const uint4 v = x_load(xsl, rc.xr, xrow, k * (2 / WT::kBytes) + 16 * h);
-              xv[mg][4 * h] = v.x, xv[mg][4 * h + 1] = v.y, xv[mg][4 * h + 2] = v.z, xv[mg][4 * h + 3] = v.w;
-            }
-          }
-#pragma unroll
-          for (int qq = 0; qq < Q; qq++) {
-            uint32_t a[4];
-            if constexpr (kHw) {
-              e4m3fn_quad(wl[qq], a[0], a[2]);
-              e4m3fn_quad(wh[qq], a[1], a[3]);
-            } else {
-              mma_quad<WT, XBF16>(wl, qq, a[0], a[2], nan[j][0]);
-              mma_quad<WT, XBF16>(wh, qq, a[1], a[3], nan[j][1]);
-            }
+          for (int h0 = 0; h0 < XW / 4; h0 += HB) {  // x's 16-byte pieces, HB of them per row group at once
+            uint32_t xv[MG][4 * HB];
 #pragma unroll
             for (int mg = 0; mg < MG; mg++) {
-              const uint32_t b[2] = {xv[mg][2 * qq], xv[mg][2 * qq + 1]};
-              anvil_mma16816<XBF16 && !kHw>(sum[mg][qq % CH], a, b);
+              const int xrow = min(mg * 8 + g, rc.xr - 1);  // rows past xr feed only outputs that are not stored
+#pragma unroll
+              for (int h = 0; h < HB; h++) {
+                const int o = k * (2 / WT::kBytes) + 16 * (h0 + h);
+                // At 32 rows (xr = 32) row 8 mg + g sits 8 mg lines after row g with the same swizzle: one offset
+                // for the four row groups, where four kept across the chunk loop spilled.
+                const uint4 v = MG == 4 ? *reinterpret_cast<const uint4*>(xsl + x_offset(rc.xr, g, o) + mg * 8 * 128)
+                                        : x_load(xsl, rc.xr, xrow, o);
+                xv[mg][4 * h] = v.x, xv[mg][4 * h + 1] = v.y, xv[mg][4 * h + 2] = v.z, xv[mg][4 * h + 3] = v.w;
+              }
+            }
+#pragma unroll
+            for (int qh = 0; qh < 2 * HB; qh++) {
+              const int qq = 2 * h0 + qh;
+              uint32_t a[4];
+              if constexpr (kHw) {
+                e4m3fn_quad(wl[qq], a[0], a[2]);
+                e4m3fn_quad(wh[qq], a[1], a[3]);
+              } else {
+                mma_quad<WT, XBF16>(wl, qq, a[0], a[2], nan[j][0]);
+                mma_quad<WT, XBF16>(wh, qq, a[1], a[3], nan[j][1]);
+              }
+#pragma unroll
+              for (int mg = 0; mg < MG; mg++) {
+                const uint32_t b[2] = {xv[mg][2 * qh], xv[mg][2 * qh + 1]};
+                anvil_mma16816<XBF16 && !kHw>(sum[mg][qq % CH], a, b);
+              }
             }
           }
         }
@@ -399,7 +423,7 @@ __global__ void __launch_bounds__(kRingThreads, 1)
     // The pass's sums: round j brings tiles 3j .. 3j + 2 (one per group) through `part`.
     const int rounds = (T + kGroups - 1) / kGroups;
 #pragma unroll
-    for (int j = 0; j < kPerGroup; j++) {
+    for (int j = 0; j < kPerGroup<MG>; j++) {
       if (j >= rounds) break;
       if (j < mine) {
         if constexpr (is_fp8<WT>) {  // a NaN code anywhere in a row (over the 4 lanes of its g) makes it NaN
@@ -633,7 +657,7 @@ bool launch_ring(const Params& p) {
   // The most ring slots for which those fit.
   const int grid = ring_grid(info, p.N);
   const int units = gpu::ceil_div(gpu::ceil_div(p.N, grid), kTileRows);  // a block's tiles at most
-  const int T = rc.tp = pass_tiles(units);
+  const int T = rc.tp = pass_tiles(units, kPassTiles<MG>);
   const int64_t part_bytes = int64_t(kRingWarps) * MG * 4 * kWarp * 4;
   auto bytes = [&](int slots, int xslots) {
     return int64_t(slots) * (kChunk + 24) + int64_t(xslots) * (rc.x_slot + 3 * 8 + 3 * 4 + kMaxXRows * 4 + 4) +
@@ -644,6 +668,9 @@ bool launch_ring(const Params& p) {
     const int nx = std::min(kMaxXSlots, std::max(2, gpu::ceil_div(s, T) + 1));
     if (bytes(s, nx) <= int64_t(info.smem_per_block_optin)) rc.slots = s, rc.xslots = nx;
   }
+  // 32 rows: x slots of 64 KB leave room for 4 ring slots and 2 x slots (e.g. down's 2 tiles a pass would want 3).
+  for (int s = kMaxSlots; s >= kMinSlots && rc.slots == 0; s--)
+    if (bytes(s, 2) <= int64_t(info.smem_per_block_optin)) rc.slots = s, rc.xslots = 2;
   if (rc.slots == 0) return false;
   const size_t smem = size_t(bytes(rc.slots, rc.xslots));
   RingMaps maps{};  // every condition the driver checks was checked by try_ring: a refusal is an error
@@ -668,7 +695,10 @@ bool launch_ring(const Params& p) {
 
 template <class WT, bool XBF16>
 bool launch_ring_rows(const Params& p) {
-  return p.M <= 8 ? launch_ring<WT, XBF16, 1>(p) : launch_ring<WT, XBF16, 2>(p);
+  if (p.M <= 8) return launch_ring<WT, XBF16, 1>(p);
+  if (p.M <= 16) return launch_ring<WT, XBF16, 2>(p);
+  if constexpr (kWideRing<WT, XBF16>) return launch_ring<WT, XBF16, 4>(p);
+  return false;
 }
 
 // ANVIL_SKINNY_RING=0 keeps every product off the ring kernel, =2 sends it every row count (A/B timing).
@@ -702,7 +732,10 @@ namespace {
 // Whether the ring takes a product of M rows of xd x and an (N, K) weight of wd, alignment aside.
 bool ring_takes(int M, int N, int K, DType wd, DType xd) {
   const int mode = ring_mode();
-  if (M < 1 || M > 16 || N < 1 || mode == 0) return false;
+  if (M < 1 || M > kWideRows || N < 1 || mode == 0) return false;
+  // Past 16 rows only e4m3fn with f16 x, given or staged (stage_x16: the plain x's threshold, which is the higher).
+  if (M > 16 && !(wd == DType::e4m3fn && (xd == DType::f16 || (xd == DType::bf16 && stage_x16(M, false)))))
+    return false;
   const auto info = gpu::device_info(gpu::current_device());
   if (!ring_reads(info, wd, K)) return false;
   const bool fp8 = wd == DType::e4m3fn || wd == DType::e4m3fnuz;
@@ -728,6 +761,7 @@ bool ring_stages_prologue(int M, int N, int K, DType wd, DType xd) {
 }  // namespace
 
 bool skinny_fused_stages(int M, int N, int K, DType wd, DType xd) { return ring_stages_prologue(M, N, K, wd, xd); }
+bool ring_wide(int M, int N, int K, DType wd, DType xd) { return M > 16 && ring_takes(M, N, K, wd, xd); }
 
 bool try_ring(const Params& p, DType wd) {
   if (!ring_takes(p.M, p.N, p.K, wd, p.x_dtype)) return false;
@@ -769,6 +803,7 @@ bool try_ring(const Params& p, DType wd) {
 // No bulk copies or m16n8k16 MMA in this vendor's header (HIP): the other kernels take every product.
 bool try_ring(const Params&, DType) { return false; }
 bool skinny_fused_stages(int, int, int, DType, DType) { return false; }
+bool ring_wide(int, int, int, DType, DType) { return false; }
 int64_t ring_tiles_bytes(const Tensor&) { return 0; }
 Tensor ring_tiles(const Tensor&) { return Tensor(); }
 #endif

@@ -111,7 +111,8 @@ void linear_fwd(const Tensor& x, const LinearWeight& lw, Tensor& y) {
   check_contiguous(op, "y", y);
   check_dtype_in(op, "y", y, {x.dtype(), DType::f32});
   Tensor x2 = x.view({N, C}), y2 = y.view({N, OC});
-  if (N <= fp8_skinny_rows(x.device())) return skinny_gemm(x2, lw.w, lw.w_scale, y2, lw.tiles);
+  if (N <= fp8_skinny_rows(x.device()) || skinny_gemm_wide(N, lw.w, x.dtype()))
+    return skinny_gemm(x2, lw.w, lw.w_scale, y2, lw.tiles);
 
   const Device dev = x.device();
   Tensor q = Tensor::empty({N, C}, lw.w.dtype(), dev);
@@ -150,7 +151,7 @@ bool linear_fuses(int64_t rows, const LinearWeight& lw, Device d, DType x_dtype)
   }();
   if (mode == 0 || !d.is_gpu() || rows < 1) return false;
   if (mode == 2) return lw.is_fp8() && skinny_gemm_fused_stages(rows, lw.w, x_dtype);
-  if (lw.is_fp8()) return rows <= fp8_skinny_rows(d);
+  if (lw.is_fp8()) return rows <= fp8_skinny_rows(d) || skinny_gemm_wide(rows, lw.w, x_dtype);
   return (lw.w.dtype() == DType::bf16 || lw.w.dtype() == DType::f16) && rows <= kSkinnyCrossoverRows;
 }
 

@@ -290,7 +290,7 @@ void LlamaModel::step(InferState& st_base, const Tensor& ids_in, Tensor& logits)
       } else {
         st.stack_why = "batch 1";
       }
-      const int64_t tiled = !st.stack && B <= kSkinnyMaxRows ? tile_linear_weights() : 0;
+      const int64_t tiled = !st.stack && B <= kSkinnyWideRows ? tile_linear_weights() : 0;
       if (!st.stack)
         st.decode_path = "one kernel per op (decode_stack needs " + st.stack_why + ")" +
                          (tiled ? str("; FP8 weights also pre-tiled for the skinny GEMM, ", tiled / 1000000, " MB")
