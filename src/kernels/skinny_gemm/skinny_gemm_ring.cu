@@ -21,8 +21,9 @@
 //   G + 9 and keeps their sums in registers over the pieces; warp s of a group takes a quarter (256 bytes) of every
 //   piece.
 // - Products on the tensor cores (m16n8k16, f32 sums), fragments as in skinny_gemm_mma.cu: A = 16 weight rows,
-//   B = x^T, one MMA per 8 activation rows (MG = 1, 2 or 4; 4 only for e4m3fn with f16 x, see kWideRing). e4m3fn weights are converted by the hardware
-//   (cvt.rn.f16x2.e4m3x2, 2 instructions per 4 weights) for f16 MMAs, so x must be f16: bf16 x is converted in
+//   B = x^T, one MMA per 8 activation rows (MG = 1, 2 or 4; 4 only for e4m3fn with f16 x, see kWideRing).
+//   e4m3fn weights are converted by the hardware (cvt.rn.f16x2.e4m3x2, 2 instructions per 4 weights) for f16
+//   MMAs, so x must be f16: bf16 x is converted in
 //   its slot, once per piece, by 3 converter warps, times a power of two per row (convert_x). e4m3fnuz (no
 //   hardware conversion) is decoded exactly into the 16-bit type in software, ~13 instructions per 4 weights.
 //   From 7 rows (stage_x16), bf16 x is instead staged as f16 once per product by a kernel launched before the

@@ -6,9 +6,10 @@
 //          w_scale f32 (1) per tensor or (OC) per output channel, and an optional static input_scale f32 (1);
 //          y x's dtype or f32.
 // Paths (FP8):
-//   N <= kSkinnyMaxRows (decode): skinny_gemm, weight-only FP8 (the e4m3 codes are decoded in registers, x stays
-//     16/32-bit; a static input_scale is not applied: x is not quantised). Bound by weight bytes: 1 byte/weight.
-//   N > kSkinnyMaxRows (prefill, big decode batches): x is quantised to e4m3 — per tensor with the static
+//   N <= kSkinnyMaxRows (decode), or up to kSkinnyWideRows where skinny_gemm_wide holds (sm_90, e4m3fn): skinny_gemm,
+//     weight-only FP8 (the e4m3 codes are decoded in registers, x stays 16/32-bit; a static input_scale is not
+//     applied: x is not quantised). Bound by weight bytes: 1 byte/weight.
+//   More rows (prefill, big decode batches): x is quantised to e4m3 — per tensor with the static
 //     input_scale when the checkpoint has one, else per token (dynamic, amax/fp8_max per row) — then matmul_fp8
 //     (cuBLASLt FP8 on sm_89+; the tiled kernel decodes both operands in shared memory on GPUs without FP8
 //     arithmetic, e.g. A100/MI250: the stated fallback). Dynamic rows pass their scales to matmul_fp8 as a
