@@ -92,7 +92,7 @@ static_assert(kWarp == kAnvilMmaLanes, "the m16n8k16 fragment layout is defined 
 
 struct RingCfg {
   int slots;    // ring slots of kChunk bytes
-  int xr;       // x rows per x slot: a power of two >= M up to 16 rows, 24 or 32 above
+  int xr;       // x rows per x slot: a power of two >= M, at most 32
   int x_lines;  // 128-byte lines of one x row per piece (16-bit x: 2 bytes per weight column)
   int x_slot;   // bytes per x slot: 128 * xr * x_lines
   int xslots;   // x slots: enough pieces ahead for the ring to stay full when a pass has few tiles
@@ -377,13 +377,12 @@ __global__ void __launch_bounds__(kRingThreads, 1)
             uint32_t xv[MG][4 * HB];
 #pragma unroll
             for (int mg = 0; mg < MG; mg++) {
-              if (MG == 4 && mg * 8 >= rc.xr) break;  // 17..24 rows: three row groups (xr = 24)
               const int xrow = min(mg * 8 + g, rc.xr - 1);  // rows past xr feed only outputs that are not stored
 #pragma unroll
               for (int h = 0; h < HB; h++) {
                 const int o = k * (2 / WT::kBytes) + 16 * (h0 + h);
-                // At 17..32 rows (xr = 24 or 32) row 8 mg + g sits 8 mg lines after row g with the same swizzle:
-                // one offset for the row groups, where four kept across the chunk loop spilled.
+                // At 17..32 rows (xr = 32) row 8 mg + g sits 8 mg lines after row g with the same swizzle: one
+                // offset for the four row groups, where four kept across the chunk loop spilled.
                 const uint4 v = MG == 4 ? *reinterpret_cast<const uint4*>(xsl + x_offset(rc.xr, g, o) + mg * 8 * 128)
                                         : x_load(xsl, rc.xr, xrow, o);
                 xv[mg][4 * h] = v.x, xv[mg][4 * h + 1] = v.y, xv[mg][4 * h + 2] = v.z, xv[mg][4 * h + 3] = v.w;
@@ -402,7 +401,6 @@ __global__ void __launch_bounds__(kRingThreads, 1)
               }
 #pragma unroll
               for (int mg = 0; mg < MG; mg++) {
-                if (MG == 4 && mg * 8 >= rc.xr) break;
                 const uint32_t b[2] = {xv[mg][2 * qh], xv[mg][2 * qh + 1]};
                 anvil_mma16816<XBF16 && !kHw>(sum[mg][qq % CH], a, b);
               }
@@ -651,9 +649,9 @@ bool launch_ring(const Params& p) {
   rc.ppr = (row_bytes + kTileBytes - 1) / kTileBytes;
   rc.xr = 1;
   while (rc.xr < p.M) rc.xr *= 2;
-  // 17..32 rows: whole row groups of 8 (24 or 32), so that 17-24 rows copy, read and multiply three groups, not
-  // four, and their 48 KB x slots leave the ring 6 slots instead of 4.
-  if (MG == 4) rc.xr = (p.M + 7) / 8 * 8;
+  // 17..32 rows take xr = 32. A build with xr = 24 for 17-24 rows (three row groups multiplied, 48 KB x slots, 5-6
+  // ring slots) behind a run-time test of xr in the MMA loop compiled to 98 registers instead of 117 and ran the
+  // step slower at every row count (H200, FP8 batch 17 / 24 / 32: 4.94 / 5.07 / 5.49 ms against 4.34 / 4.30 / 4.57).
   rc.x_lines = kTileBytes / WT::kBytes * 2 / 128;
   rc.x_slot = 128 * rc.xr * rc.x_lines;
   // Shared memory: the ring, the x slots, the sums, per ring slot two barriers and two counters, per x slot three
