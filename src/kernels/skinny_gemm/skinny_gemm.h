@@ -29,8 +29,9 @@
 
 namespace anvil {
 
-// The most activation rows one call takes: the GPU kernel keeps M x (columns per warp) f32 accumulators per
-// lane in registers (16 x 4 = 64), and at 16 rows the fp32 FMA units already cap it (docs/decode_kernels.md).
+// The most activation rows one pass of the register kernels takes: the GPU kernel keeps M x (columns per warp) f32
+// accumulators per lane in registers (16 x 4 = 64), and at 16 rows the fp32 FMA units already cap it
+// (docs/decode_kernels.md).
 constexpr int64_t kSkinnyMaxRows = 16;
 // The most rows skinny_gemm and skinny_gemm_fused take: one pass over w where skinny_gemm_wide(rows, ...) holds,
 // else slices of kSkinnyMaxRows.

@@ -537,7 +537,7 @@ bool launch_ring(const Params& p) {
 template <class WT, bool XBF16>
 bool launch_ring_rows(const Params& p) {
   if (p.M <= 8) return launch_ring<WT, XBF16, 1>(p);
-  if (p.M <= 16) return launch_ring<WT, XBF16, 2>(p);
+  if (p.M <= kSkinnyMaxRows) return launch_ring<WT, XBF16, 2>(p);
   if constexpr (kWideRing<WT, XBF16>) return launch_ring<WT, XBF16, 4>(p);
   return false;
 }
@@ -575,7 +575,7 @@ bool ring_takes(int M, int N, int K, DType wd, DType xd) {
   const int mode = ring_mode();
   if (M < 1 || M > kWideRows || N < 1 || mode == 0) return false;
   // Past 16 rows only e4m3fn with f16 x, given or staged (stage_x16: the plain x's threshold, which is the higher).
-  if (M > 16 && !(wd == DType::e4m3fn && (xd == DType::f16 || (xd == DType::bf16 && stage_x16(M, false)))))
+  if (M > kSkinnyMaxRows && !(wd == DType::e4m3fn && (xd == DType::f16 || (xd == DType::bf16 && stage_x16(M, false)))))
     return false;
   const auto info = gpu::device_info(gpu::current_device());
   if (!ring_reads(info, wd, K)) return false;
@@ -602,7 +602,9 @@ bool ring_stages_prologue(int M, int N, int K, DType wd, DType xd) {
 }  // namespace
 
 bool skinny_fused_stages(int M, int N, int K, DType wd, DType xd) { return ring_stages_prologue(M, N, K, wd, xd); }
-bool ring_wide(int M, int N, int K, DType wd, DType xd) { return M > 16 && ring_takes(M, N, K, wd, xd); }
+bool ring_wide(int M, int N, int K, DType wd, DType xd) {
+  return M > kSkinnyMaxRows && ring_takes(M, N, K, wd, xd);
+}
 
 bool try_ring(const Params& p, DType wd) {
   if (!ring_takes(p.M, p.N, p.K, wd, p.x_dtype)) return false;

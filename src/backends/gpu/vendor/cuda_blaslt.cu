@@ -275,8 +275,18 @@ void maybe_tune(cublasLtHandle_t h, Plan& p, const VendorGemm& g, void* ws) {
   int l2 = 0;
   ANVIL_GPU_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, current_device()));
   const size_t flush_bytes = size_t(l2) * 2;
-  void* flush = alloc(flush_bytes);
-  void* c = alloc(size_t(g.M) * size_t(g.N) * dtype_size(g.c_dtype));
+  // Tuning is an optimisation: with no room for its ~100 MB of scratch the product keeps the heuristic's answer
+  // rather than failing the caller.
+  void* flush = nullptr;
+  void* c = nullptr;
+  try {
+    flush = alloc(flush_bytes);
+    c = alloc(size_t(g.M) * size_t(g.N) * dtype_size(g.c_dtype));
+  } catch (const Error&) {
+    if (flush) free(flush);
+    p.tuned = true;
+    return;
+  }
   std::vector<double> us;
   for (const cublasLtMatmulAlgo_t& a : p.candidates)
     us.push_back(time_candidate(h, p, a, g, c, ws, flush, flush_bytes, kTuneReps));
