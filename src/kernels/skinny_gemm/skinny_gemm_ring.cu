@@ -89,6 +89,7 @@ constexpr int kRingMinRowsFp8 = 9;                   // see try_ring
 constexpr int64_t kRingMinBytesFp8Row = 20 << 20;    // see try_ring
 constexpr int kBarConsumers = 1;                     // hardware barrier id of the consumer warps
 static_assert(kRingWarps % kQuarters == 0, "ring work split");
+static_assert(kConsumers == kGroups * kTileRows * 8, "the epilogue: a thread per (group, tile row, row mod 8)");
 static_assert(kWarp == kAnvilMmaLanes, "the m16n8k16 fragment layout is defined over 32 lanes");
 
 struct RingCfg {
@@ -99,6 +100,7 @@ struct RingCfg {
   int xslots;   // x slots: enough pieces ahead for the ring to stay full when a pass has few tiles
   int ppr;      // pieces per weight row
   int tp;       // tiles per pass (pass_tiles of the largest block's tiles)
+  int srows;    // output scales held per block: its tiles at most x 16 rows
 };
 struct RingMaps {
   CUtensorMap w;  // gpu::ring::encode_weight_tiles
@@ -164,6 +166,14 @@ __device__ void ring_produce(const RingCfg& rc, const RingMaps& maps, const uint
         if (q > 0 || i > 0 || u >= pre) copy_w(u, i);
     }
   }
+}
+
+// threadIdx.x, read where it is used: the epilogue's per-thread indices, computed once before the pass loop by the
+// compiler, stayed live across the chunk loop (7-10 more registers, and spills at the 128-register cap).
+__device__ __forceinline__ int tid_here() {
+  int t;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+  return t;
 }
 
 // Where the 16 bytes of x row `row` at byte o of the piece sit in an x slot laid out as [line][row][128 B],
@@ -279,6 +289,8 @@ __global__ void __launch_bounds__(kRingThreads, 1)
   volatile unsigned* xconv = xdone + rc.xslots;
   uint64_t* xready = reinterpret_cast<uint64_t*>(const_cast<unsigned*>(xconv + rc.xslots + (rc.xslots & 1)));
   float* xinv = reinterpret_cast<float*>(xready + rc.xslots);  // [x slot][kMaxXRows]
+  float* oscale = xinv + rc.xslots * kMaxXRows;                 // [srows]: out_scale of the block's rows
+  float* rscale = oscale + rc.srows;                            // [kWideRows]: y_row_scale, or 1
   if (threadIdx.x == 0) {
     if ((anvil_smem_u32(ring) & 1023u) != 0) {  // the 128-byte swizzle's alignment
       printf("skinny_gemm ring: the ring starts at shared address %u, not on 1024 bytes\n", anvil_smem_u32(ring));
@@ -320,6 +332,11 @@ __global__ void __launch_bounds__(kRingThreads, 1)
   const int pr = (g >> 1) | ((g & 1) << 2);
   const int row_bytes = p.K * WT::kBytes;
   anvil_wait_prior_grid();  // y may still be read by the previous kernel
+  // The output scales, once per block: the epilogue's loop read them from global memory per output, 3 loads each
+  // issued after the previous output's store and queued behind the copies in flight, 24 round trips in a row per
+  // thread at 32 rows on gate|up. The epilogue's first barrier publishes them.
+  for (int i = int(threadIdx.x); i < r1 - r0; i += kConsumers) oscale[i] = out_scale(p, r0 + i);
+  for (int m = int(threadIdx.x); m < p.M; m += kConsumers) rscale[m] = p.y_row_scale ? p.y_row_scale[m] : 1.f;
   unsigned c = 0, xc = 0;
   const int tp = rc.tp;
   for (int q = 0; q < passes; q++) {
@@ -431,18 +448,26 @@ __global__ void __launch_bounds__(kRingThreads, 1)
                                : (CH == 2 ? acc[j][mg][0][i] + acc[j][mg][1][i] : acc[j][mg][0][i]);
       }
       anvil_bar_sync(kBarConsumers, kConsumers);
-      for (int o = int(threadIdx.x); o < kGroups * kTileRows * p.M; o += kConsumers) {
-        const int G = o / (kTileRows * p.M), r = o / p.M % kTileRows, m = o % p.M;
-        const int u = G + j * kGroups, n = r0 + (ps.ua + u) * kTileRows + r;
-        if (u >= T || n >= r1) continue;
+      // Thread (G, r, ml) adds the 4 quarters of tile row r for activation rows ml, ml + 8, ... of group G's tile,
+      // and stores them: 16 consecutive n per half-warp. ml gives a warp's two halves different t (= ml / 2), so
+      // their reads of `part` fall on different banks.
+      const int tx = tid_here(), G = tx / (kConsumers / kGroups), e = tx % (kConsumers / kGroups);
+      const int r = e % kTileRows, mi = e / kTileRows, ml = ((mi >> 1) & 1) | ((mi & 1) << 1) | (mi & 4);
+      const int u = G + j * kGroups, n = r0 + (ps.ua + u) * kTileRows + r;
+      if (u < T && n < r1 && ml < p.M) {
         // Inverse of the fragment map: tile row r = pr(g) + 8 (i / 2), activation row m = 8 mg + 2 t + i % 2.
-        const int rr = r & 7, gg = ((rr & 3) << 1) | (rr >> 2), tt = (m & 7) >> 1;
-        const int v = (m >> 3) * 4 + (r >> 3) * 2 + (m & 1), ln = gg * 4 + tt;
-        float sum = 0.f;
+        const int rr = r & 7, ln = (((rr & 3) << 1) | (rr >> 2)) * 4 + (ml >> 1);
+        const float os = oscale[n - r0];
 #pragma unroll
-        for (int sq = 0; sq < kQuarters; sq++) sum += part[((G * kQuarters + sq) * MG * 4 + v) * kWarp + ln];
-        const float rs = p.y_row_scale ? p.y_row_scale[m] : 1.f;
-        store_y(p, int64_t(m) * p.N + n, sum * out_scale(p, n) * rs);
+        for (int mg = 0; mg < MG; mg++) {
+          const int m = ml + 8 * mg;
+          if (m >= p.M) break;
+          const int v = mg * 4 + (r >> 3) * 2 + (m & 1);
+          float sum = 0.f;
+#pragma unroll
+          for (int sq = 0; sq < kQuarters; sq++) sum += part[((G * kQuarters + sq) * MG * 4 + v) * kWarp + ln];
+          store_y(p, int64_t(m) * p.N + n, sum * os * rscale[m]);
+        }
       }
       anvil_bar_sync(kBarConsumers, kConsumers);  // part is rewritten by the next round
     }
@@ -500,9 +525,11 @@ bool launch_ring(const Params& p) {
   const int units = gpu::ceil_div(gpu::ceil_div(p.N, grid), kTileRows);  // a block's tiles at most
   const int T = rc.tp = pass_tiles(units, kPassTiles<MG>);
   const int64_t part_bytes = int64_t(kRingWarps) * MG * 4 * kWarp * 4;
+  rc.srows = units * kTileRows;
+  const int64_t scale_bytes = int64_t(rc.srows + kWideRows) * 4;
   auto bytes = [&](int slots, int xslots) {
     return int64_t(slots) * (kChunk + 24) + int64_t(xslots) * (rc.x_slot + 3 * 8 + 3 * 4 + kMaxXRows * 4 + 4) +
-           part_bytes;
+           part_bytes + scale_bytes;
   };
   rc.slots = 0;
   for (int s = kMaxSlots; s >= kMinSlots && rc.slots == 0; s--) {
