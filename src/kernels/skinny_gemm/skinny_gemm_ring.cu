@@ -21,7 +21,7 @@
 //   G + 9 and keeps their sums in registers over the pieces; warp s of a group takes a quarter (256 bytes) of every
 //   piece.
 // - Products on the tensor cores (m16n8k16, f32 sums), fragments as in skinny_gemm_mma.cu: A = 16 weight rows,
-//   B = x^T, one MMA per 8 activation rows (MG = 1, 2 or 4; 4 only for e4m3fn with f16 x, see kWideRing).
+//   B = x^T, one MMA per 8 activation rows (MG = 1, 2, 3 or 4; 3 and 4 only for e4m3fn with f16 x, see kWideRing).
 //   e4m3fn weights are converted by the hardware (cvt.rn.f16x2.e4m3x2, 2 instructions per 4 weights) for f16
 //   MMAs, so x must be f16: bf16 x is converted in
 //   its slot, once per piece, by 3 converter warps, times a power of two per row (convert_x). e4m3fnuz (no
@@ -67,21 +67,22 @@ template <class WT, bool XBF16, int MG>
 constexpr bool kConvX = kHwFp8<WT, XBF16, MG> && XBF16;
 constexpr int kQuarters = 4;                         // warps per tile
 constexpr int kGroups = kRingWarps / kQuarters;      // tiles in work at once
-// A warp's tiles per pass, their sums in registers: 4 (16 or 32 accumulators per lane at 8 or 16 rows), and 2
-// at 32 rows, where 4 tiles' 64 accumulators spilled (288 bytes of stack at the 128-register cap).
+// A warp's tiles per pass, their sums in registers: 4 (16 or 32 accumulators per lane at 8 or 16 rows); 3 at 24
+// rows (36, 112 registers; 2 tiles ran FP8 batch 17 / 20 / 24 decode 0.3-0.4% slower on the H200); 2 at 32 rows,
+// where 4 tiles' 64 accumulators spilled (288 bytes of stack at the 128-register cap).
 template <int MG>
-constexpr int kPerGroup = MG == 4 ? 2 : 4;
+constexpr int kPerGroup = MG == 4 ? 2 : MG == 3 ? 3 : 4;
 template <int MG>
 constexpr int kPassTiles = kGroups * kPerGroup<MG>;  // tiles per pass at most
 constexpr int kMaxSlots = 12;                        // 192 KB of weights in flight per SM
 constexpr int kMinSlots = 4;
 constexpr int kMaxXSlots = 16;
 constexpr int kMaxXRows = 16;                        // x rows of the converters' inverse scales (MG = 1 only)
-// 17..32 rows (MG = 4): e4m3fn weights with f16 x only (staged from bf16 by stage_x_f16 / stage_prologue_f16). Past
-// 16 rows FP8 otherwise quantises x per token for cuBLASLt, whose one FP8 algorithm with row and channel scales ran
-// at 30-58% of copy on the 8B projections at 32 rows (H200, in a graph: q|k|v 16.7, o 14.4, gate|up 48.4, down
-// 38.2 us), slower than bf16's cuBLASLt on down. Four row groups need 64 accumulators per lane and an x slot of
-// 64 KB (32 rows x 1024 columns of f16), so the ring has 4 slots there.
+// 17..32 rows (MG = 3 up to 24 rows, 4 above): e4m3fn weights with f16 x only (staged from bf16 by stage_x_f16 /
+// stage_prologue_f16). Past 16 rows FP8 otherwise quantises x per token for cuBLASLt, whose one FP8 algorithm with
+// row and channel scales ran at 30-58% of copy on the 8B projections at 32 rows (H200, in a graph: q|k|v 16.7, o
+// 14.4, gate|up 48.4, down 38.2 us), slower than bf16's cuBLASLt on down. Four row groups need an x slot of 64 KB
+// (32 rows x 1024 columns of f16), so the ring has 4 slots there; three, 48 KB slots and 6 ring slots.
 constexpr int kWideRows = 32;
 template <class WT, bool XBF16>
 constexpr bool kWideRing = std::is_same<WT, WE4m3<false>>::value && !XBF16;
@@ -94,7 +95,7 @@ static_assert(kWarp == kAnvilMmaLanes, "the m16n8k16 fragment layout is defined 
 
 struct RingCfg {
   int slots;    // ring slots of kChunk bytes
-  int xr;       // x rows per x slot: a power of two >= M, at most 32
+  int xr;       // x rows per x slot: 8 MG, or 1, 2, 4 at MG = 1
   int x_lines;  // 128-byte lines of one x row per piece (16-bit x: 2 bytes per weight column)
   int x_slot;   // bytes per x slot: 128 * xr * x_lines
   int xslots;   // x slots: enough pieces ahead for the ring to stay full when a pass has few tiles
@@ -270,9 +271,9 @@ __global__ void __launch_bounds__(kRingThreads, 1)
   // Independent MMA chains per tile: a chunk is 16 (fp8) or 8 (bf16) dependent MMAs per warp in one chain; two
   // halve that latency. At MG = 2 the second chain's 32 registers would spill.
   constexpr int CH = MG == 1 ? 2 : 1;
-  // x's 16-byte pieces per row group loaded at once: all of a step's (XW / 4) up to 16 rows; one at 32 rows, where
-  // 64 accumulators per lane leave no room for the 32 registers of a whole step's x.
-  constexpr int HB = MG == 4 ? 1 : XW / 4;
+  // x's 16-byte pieces per row group loaded at once: all of a step's (XW / 4) up to 16 rows; one at 24 and 32 rows,
+  // where the accumulators leave no room for the 24-32 registers of a whole step's x.
+  constexpr int HB = MG >= 3 ? 1 : XW / 4;
   constexpr bool kHw = kHwFp8<WT, XBF16, MG>, kConv = kConvX<WT, XBF16, MG>;
   extern __shared__ __align__(1024) uint8_t smem[];
   uint8_t* ring = smem;
@@ -388,9 +389,9 @@ __global__ void __launch_bounds__(kRingThreads, 1)
 #pragma unroll
               for (int h = 0; h < HB; h++) {
                 const int o = k * (2 / WT::kBytes) + 16 * (h0 + h);
-                // At 17..32 rows (xr = 32) row 8 mg + g sits 8 mg lines after row g with the same swizzle: one
-                // offset for the four row groups, where four kept across the chunk loop spilled.
-                const uint4 v = MG == 4 ? *reinterpret_cast<const uint4*>(xsl + x_offset(rc.xr, g, o) + mg * 8 * 128)
+                // At 17..32 rows (xr = 24 or 32) row 8 mg + g sits 8 mg lines after row g with the same swizzle:
+                // one offset for the row groups, where four kept across the chunk loop spilled.
+                const uint4 v = MG >= 3 ? *reinterpret_cast<const uint4*>(xsl + x_offset(rc.xr, g, o) + mg * 8 * 128)
                                         : x_load(xsl, rc.xr, xrow, o);
                 xv[mg][4 * h] = v.x, xv[mg][4 * h + 1] = v.y, xv[mg][4 * h + 2] = v.z, xv[mg][4 * h + 3] = v.w;
               }
@@ -511,9 +512,10 @@ bool launch_ring(const Params& p) {
   rc.ppr = (row_bytes + kTileBytes - 1) / kTileBytes;
   rc.xr = 1;
   while (rc.xr < p.M) rc.xr *= 2;
-  // 17..32 rows take xr = 32. A build with xr = 24 for 17-24 rows (three row groups multiplied, 48 KB x slots, 5-6
-  // ring slots) behind a run-time test of xr in the MMA loop compiled to 98 registers instead of 117 and ran the
-  // step slower at every row count (H200, FP8 batch 17 / 24 / 32: 4.94 / 5.07 / 5.49 ms against 4.34 / 4.30 / 4.57).
+  // 17..24 rows: three row groups, xr = 24 (MG = 3, its own kernel). A first build of it tested xr at run time in
+  // the MMA loop of the MG = 4 kernel, which compiled to 98 registers instead of 117 and ran every row count slower
+  // (H200, FP8 batch 17 / 24 / 32: 4.94 / 5.07 / 5.49 ms against 4.34 / 4.30 / 4.57).
+  if (MG >= 3) rc.xr = 8 * MG;
   rc.x_lines = kTileBytes / WT::kBytes * 2 / 128;
   rc.x_slot = 128 * rc.xr * rc.x_lines;
   // Shared memory: the ring, the x slots, the sums, per ring slot two barriers and two counters, per x slot three
@@ -565,7 +567,7 @@ template <class WT, bool XBF16>
 bool launch_ring_rows(const Params& p) {
   if (p.M <= 8) return launch_ring<WT, XBF16, 1>(p);
   if (p.M <= kSkinnyMaxRows) return launch_ring<WT, XBF16, 2>(p);
-  if constexpr (kWideRing<WT, XBF16>) return launch_ring<WT, XBF16, 4>(p);
+  if constexpr (kWideRing<WT, XBF16>) return p.M <= 24 ? launch_ring<WT, XBF16, 3>(p) : launch_ring<WT, XBF16, 4>(p);
   return false;
 }
 
