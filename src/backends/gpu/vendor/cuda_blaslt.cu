@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "backends/gpu/common.cuh"
+#include "backends/gpu/vendor/blaslt_tune.h"
 #include "backends/gpu/vendor/gemm.h"
 #include "core/tensor.h"
 
@@ -210,24 +211,13 @@ bool supported(const VendorGemm& g, const DeviceInfo& info, bool fp8) {
   return g.scale_a && g.scale_b;
 }
 
-// ANVIL_BLASLT_TUNE: which products are timed over the heuristic's candidates at their first use (tune). Unset:
-// those of at most kTuneMaxRows activation rows (decode steps and small batches, where the weight is read once
-// and its stream sets the time); "all": every product; "0": none (the heuristic's first answer, as before);
-// "log": as unset, and each tuning prints its times to stderr. Anything else is an error naming the variable.
-// Training shapes stay on the heuristic by default: tuning picks by time, and an algorithm taken in one process but
-// not the next would round differently between runs.
+// ANVIL_BLASLT_TUNE (blaslt_tune.h): which products are timed over the heuristic's candidates at their first use
+// (tune); by default those of at most kTuneMaxRows activation rows (decode steps and small batches, where the
+// weight is read once and its stream sets the time). Training shapes stay on the heuristic by default: tuning picks
+// by time, and an algorithm taken in one process but not the next would round differently between runs.
 constexpr int64_t kTuneMaxRows = 64;
-struct TuneKnob {
-  bool skinny_only, all, log;
-};
-const TuneKnob& tune_knob() {
-  static const TuneKnob k = [] {
-    const char* e = std::getenv("ANVIL_BLASLT_TUNE");
-    const std::string v = e ? e : "";
-    ANVIL_CHECK(v.empty() || v == "0" || v == "all" || v == "log", "cuBLASLt tuning",
-                "ANVIL_BLASLT_TUNE unset, 0, all or log", v);
-    return TuneKnob{v.empty() || v == "log", v == "all", v == "log"};
-  }();
+const BlasltTune& tune_knob() {
+  static const BlasltTune k = parse_blaslt_tune(std::getenv("ANVIL_BLASLT_TUNE"));
   return k;
 }
 
@@ -264,7 +254,7 @@ double time_candidate(cublasLtHandle_t h, const Plan& p, const cublasLtMatmulAlg
 constexpr double kTuneMargin = 0.03;
 constexpr int kTuneReps = 5;
 void maybe_tune(cublasLtHandle_t h, Plan& p, const VendorGemm& g, void* ws) {
-  const TuneKnob& k = tune_knob();
+  const BlasltTune& k = tune_knob();
   if (p.candidates.size() < 2 || g.batch != 1 || !(k.all || (k.skinny_only && g.M <= kTuneMaxRows))) {
     p.tuned = true;
     return;
