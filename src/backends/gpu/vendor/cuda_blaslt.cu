@@ -146,7 +146,8 @@ Plan make_plan(cublasLtHandle_t h, const Key& k, const void* scale_A, const void
   ANVIL_BLASLT_CHECK(cublasLtMatrixLayoutCreate(&p.lc, tc, uint64_t(k.N), uint64_t(k.M), k.N));
   if (k.batch > 1) {  // strided batch; a stride of 0 shares that operand (cuBLASLt's A is our b, its B our a)
     const int32_t count = int32_t(k.batch);
-    for (auto [layout, stride] : {std::pair{p.la, k.stride_b}, std::pair{p.lb, k.stride_a}, std::pair{p.lc, k.stride_c}}) {
+    for (auto [layout, stride] :
+         {std::pair{p.la, k.stride_b}, std::pair{p.lb, k.stride_a}, std::pair{p.lc, k.stride_c}}) {
       ANVIL_BLASLT_CHECK(
           cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
       ANVIL_BLASLT_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
