@@ -434,8 +434,9 @@ std::vector<OpCase> cases() {
   for (V v : {V{false, bf, bf}, V{false, e4, bf}, V{true, bf, bf}, V{true, e4, bf}, V{true, e4, DType::f16},
               V{true, e4, bf, true}, V{false, e4, DType::f16}, V{false, e4, bf, true}})
     for (P pr : {P{6144, 4096, "qkv"}, P{4096, 4096, "o"}, P{28672, 4096, "gate_up"}, P{4096, 14336, "down"}})
-      for (int64_t M : {1, 4, 16, 32}) {
-        if ((M == 32) != (v.wd == e4 && !v.tiles && (v.x16 || v.xd == DType::f16))) continue;  // the wide ring
+      for (int64_t M : {1, 4, 16, 24, 32}) {
+        // The wide rings (three row groups to 24 rows, four to 32) only with e4m3fn and f16 x, given or staged.
+        if ((M > 16) != (v.wd == e4 && !v.tiles && (v.x16 || v.xd == DType::f16))) continue;
         const bool tiles = v.tiles;
         const DType wd = v.wd, xd = v.xd;
         OpCase c{"skinny_gemm", str("skinny_gemm_perf(", dtype_name(wd), xd == DType::f16 ? ",f16x" : "", ",llama8b_",
