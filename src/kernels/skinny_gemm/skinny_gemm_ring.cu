@@ -12,14 +12,16 @@
 //   tile also reads rows of the next block, or zeros past N, and does not store them) and each row into pieces
 //   of 1024 bytes (512 bf16 or 1024 fp8 columns). A chunk = (tile, piece) = one 16 KB tiled copy through w's
 //   tensor map, or, given w_tiles (skinny_gemm_tiles: the same shares), one linear copy of the pre-tiled chunk.
-// - x comes through the copy engine too: per piece, one tiled copy of that piece's columns for XR rows (the
-//   power of two >= M; rows past M arrive as zeros) into one of two x slots. So the consumers read no global
-//   memory at all: a load from L2 would queue behind the bulk data already headed to the SM (~0.4 µs per 16 KB
-//   chunk in flight; docs/decode_kernels.md, fifth round) and stall the warp that issued it.
+// - x comes through the copy engine too: per piece, one tiled copy of that piece's columns for XR rows (a power
+//   of two >= M, or 24 / 32; rows past M arrive as zeros) into one of the x slots. The output scales go to shared
+//   memory once, at the start. So past the start the consumers read no global memory at all: a load from L2 would
+//   queue behind the bulk data already headed to the SM (~0.4 µs per 16 KB chunk in flight; docs/decode_kernels.md,
+//   fifth round) and stall the warp that issued it. The epilogue's per-output scale loads did, and cost 5-16% of
+//   the FP8 batch 4-32 decode step (twenty-fourth round).
 // - Passes of at most 12 tiles, of equal size, piece-major inside a pass: x's piece i is copied once per pass and
 //   serves every tile's piece i. The 12 warps are 3 groups of 4; group G takes the pass's tiles G, G + 3, G + 6,
-//   G + 9 and keeps their sums in registers over the pieces; warp s of a group takes a quarter (256 bytes) of every
-//   piece.
+//   G + 9 (up to kPerGroup of them) and keeps their sums in registers over the pieces; warp s of a group takes a
+//   quarter (256 bytes) of every piece.
 // - Products on the tensor cores (m16n8k16, f32 sums), fragments as in skinny_gemm_mma.cu: A = 16 weight rows,
 //   B = x^T, one MMA per 8 activation rows (MG = 1, 2, 3 or 4; 3 and 4 only for e4m3fn with f16 x, see kWideRing).
 //   e4m3fn weights are converted by the hardware (cvt.rn.f16x2.e4m3x2, 2 instructions per 4 weights) for f16
