@@ -86,6 +86,7 @@ constexpr int kMaxXRows = 16;                        // x rows of the converters
 // 14.4, gate|up 48.4, down 38.2 us), slower than bf16's cuBLASLt on down. Four row groups need an x slot of 64 KB
 // (32 rows x 1024 columns of f16), so the ring has 4 slots there; three, 48 KB slots and 6 ring slots.
 constexpr int kWideRows = 32;
+constexpr int kThreeGroupRows = 24;  // 17..24 rows: MG = 3
 template <class WT, bool XBF16>
 constexpr bool kWideRing = std::is_same<WT, WE4m3<false>>::value && !XBF16;
 constexpr int kRingMinRowsFp8 = 9;                   // see try_ring
@@ -569,7 +570,8 @@ template <class WT, bool XBF16>
 bool launch_ring_rows(const Params& p) {
   if (p.M <= 8) return launch_ring<WT, XBF16, 1>(p);
   if (p.M <= kSkinnyMaxRows) return launch_ring<WT, XBF16, 2>(p);
-  if constexpr (kWideRing<WT, XBF16>) return p.M <= 24 ? launch_ring<WT, XBF16, 3>(p) : launch_ring<WT, XBF16, 4>(p);
+  if constexpr (kWideRing<WT, XBF16>)
+    return p.M <= kThreeGroupRows ? launch_ring<WT, XBF16, 3>(p) : launch_ring<WT, XBF16, 4>(p);
   return false;
 }
 

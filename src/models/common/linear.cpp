@@ -88,8 +88,9 @@ int64_t linear_tile_weights(const std::vector<LinearWeight*>& ws, int64_t room) 
 // FMAs from a few rows up (at 16 rows 84-277 µs per call), so more rows are quantised per token and take the
 // vendor FP8 GEMM. Without FP8 arithmetic (A100, MI250) matmul_fp8 would dequantise in the tiled kernel: the
 // skinny kernel stays the better one up to its 16 rows. From 17 to 32 rows, e4m3fn on sm_90 also stays weight-only
-// where the ring takes it in one pass (skinny_gemm_wide): batch 24 FP8 decode on the H200 4.30 ms/step against 4.88
-// through the per-token quantisation and cuBLASLt's FP8 GEMM (docs/decode_kernels.md, twenty-third round).
+// where the ring takes it in one pass (skinny_gemm_wide): batch 24 FP8 decode on the H200 3.55 ms/step against 4.88
+// through the per-token quantisation and cuBLASLt's FP8 GEMM (docs/decode_kernels.md, twenty-third and twenty-fourth
+// rounds).
 static int64_t fp8_skinny_rows(Device d) {
   if (!d.is_gpu()) return kSkinnyMaxRows;
 #ifdef ANVIL_HAS_GPU
