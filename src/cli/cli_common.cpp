@@ -19,6 +19,10 @@ void add_model_options(CLI::App& app, ModelOptions& o) {
                  "stay FP8 with any dtype)")
       ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "fp8"}))
       ->capture_default_str();
+  app.add_flag("--fp8-lm-head", o.fp8_lm_head,
+               "with FP8 weights (--dtype fp8 or an FP8 checkpoint): quantise the LM head too, one scale per output "
+               "channel (off: it stays 16-bit, as an FP8 checkpoint's usually is; check the perplexity with "
+               "`anvil perplexity --vs fp8 --fp8-lm-head`)");
 }
 
 SamplingParams generate_default_sampling() {
@@ -97,7 +101,7 @@ Tokenizer load_tokenizer(const std::string& cmd, const std::string& dir) {
 std::unique_ptr<CausalLM> load_model_for(const ModelOptions& o) {
   const Device d = resolve_device(o);
   return load_model(o.dir, d, resolve_dtype(o, d), /*trainable=*/false,
-                    o.dtype == "fp8" ? WeightFormat::fp8 : WeightFormat::checkpoint);
+                    o.dtype == "fp8" ? WeightFormat::fp8 : WeightFormat::checkpoint, o.fp8_lm_head);
 }
 
 std::vector<int32_t> chat_stop_ids(const Tokenizer& tok) {

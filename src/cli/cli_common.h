@@ -20,9 +20,10 @@ struct ModelOptions {
   std::string dir;              // Hugging Face directory: config.json, *.safetensors, tokenizer.json
   std::string device = "auto";  // auto = the GPU when there is one, else the CPU
   std::string dtype = "auto";   // auto = bf16 on a GPU, f32 on the CPU
+  bool fp8_lm_head = false;     // FP8 models: the LM head quantised at load too
 };
 
-// --model, --device, --dtype.
+// --model, --device, --dtype, --fp8-lm-head.
 void add_model_options(CLI::App& app, ModelOptions& o);
 // --max-tokens, --temperature, --top-k, --top-p, --min-p, --repetition-penalty, --seed, --greedy, --stop.
 void add_generation_options(CLI::App& app, GenerationConfig& c);

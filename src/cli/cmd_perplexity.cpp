@@ -57,6 +57,13 @@ int run_perplexity(int argc, char** argv) {
   check_model_dir("perplexity", o.model.dir);
   Tokenizer tok = load_tokenizer("perplexity", o.model.dir);
   const std::vector<int32_t> ids = tok.encode(read_file(o.text), /*add_special_tokens=*/true);
+  // --fp8-lm-head belongs to the FP8 side of a comparison (an FP8 checkpoint is FP8 on both sides).
+  ModelOptions other = o.model;
+  other.dtype = o.vs;
+  if (!o.vs.empty() && (o.model.dtype == "fp8") != (o.vs == "fp8")) {
+    if (o.vs == "fp8") o.model.fp8_lm_head = false;
+    else other.fp8_lm_head = false;
+  }
   auto model = load_model_for(o.model);
   const Device dev = model->device();
   std::printf("model      %s (%s, --dtype %s) on %s; text %s: %zu tokens\n", o.model.dir.c_str(),
@@ -66,8 +73,6 @@ int run_perplexity(int argc, char** argv) {
     print("result", perplexity(*model, ids, o.ppl));
     return 0;
   }
-  ModelOptions other = o.model;
-  other.dtype = o.vs;
   auto test = load_model_for(other);
   const LmComparison c = compare_models(*model, *test, ids, o.ppl, o.greedy_tokens);
   print(o.model.dtype.c_str(), c.ref);

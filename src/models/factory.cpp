@@ -78,14 +78,14 @@ std::unique_ptr<CausalLM> create_model(const ModelSpec& spec, Device device, DTy
 }
 
 std::unique_ptr<CausalLM> load_model(const std::string& dir, Device device, DType dtype, bool trainable,
-                                     WeightFormat weights) {
+                                     WeightFormat weights, bool fp8_lm_head) {
   nlohmann::json j = read_hf_config(dir);
   Architecture a = detect_architecture(j, dir);
-  if (a == Architecture::llama) return LlamaModel::load(dir, device, dtype, trainable, weights);
-  ANVIL_CHECK(weights == WeightFormat::checkpoint && !j.contains("quantization_config"), "load_model",
-              "FP8 weights for a Llama model (Mamba loads 16/32-bit weights only)",
+  if (a == Architecture::llama) return LlamaModel::load(dir, device, dtype, trainable, weights, fp8_lm_head);
+  ANVIL_CHECK(weights == WeightFormat::checkpoint && !fp8_lm_head && !j.contains("quantization_config"),
+              "load_model", "FP8 weights for a Llama model (Mamba loads 16/32-bit weights only)",
               str("a Mamba checkpoint at ", dir, weights == WeightFormat::fp8 ? " with --dtype fp8" :
-                  " with a quantization_config"));
+                  fp8_lm_head ? " with an FP8 LM head" : " with a quantization_config"));
   return MambaModel::load(dir, device, dtype, trainable);
 }
 

@@ -111,7 +111,9 @@ enum class WeightFormat { checkpoint, fp8 };
 
 // Loads a Hugging Face checkpoint directory (config.json + safetensors), picking the architecture from the
 // config. dtype: the compute dtype (f32 on CPU; bf16 or f32 on GPU). trainable: keep fp32 masters and grads.
+// fp8_lm_head: an FP8 model's (untied) LM head quantised too, per output channel, like its projections. Off, the
+// head stays 16-bit, as vLLM's and TensorRT-LLM's FP8 defaults keep it, unless the checkpoint stores it FP8.
 std::unique_ptr<CausalLM> load_model(const std::string& dir, Device device, DType dtype, bool trainable,
-                                     WeightFormat weights = WeightFormat::checkpoint);
+                                     WeightFormat weights = WeightFormat::checkpoint, bool fp8_lm_head = false);
 
 }  // namespace anvil

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
+#include "kernels/quantize/quantize.h"
 #include "models/common/linear.h"
 #include "models/llama/llama.h"
 #include "parity_util.h"
@@ -25,6 +26,10 @@ using parity::ids_i32;
 std::unique_ptr<LlamaModel> load_cpu(const std::string& dir, WeightFormat wf = WeightFormat::checkpoint,
                                      bool trainable = false) {
   return LlamaModel::load(dir, Device::cpu(), DType::f32, trainable, wf);
+}
+
+std::unique_ptr<LlamaModel> load_cpu_fp8_head(const std::string& dir) {
+  return LlamaModel::load(dir, Device::cpu(), DType::f32, false, WeightFormat::fp8, /*fp8_lm_head=*/true);
 }
 
 // max|got - ref| / max|ref| over all elements.
@@ -97,6 +102,35 @@ TEST(LlamaFp8, DecodeWeightBytesCountFp8) {
   const int64_t KVD = c.num_key_value_heads * c.head_dim;
   const int64_t proj = c.num_hidden_layers * ((QD + 2 * KVD) * C + C * QD + 3 * H * C);
   EXPECT_EQ(decode_weight_bytes(*f, 1) - decode_weight_bytes(*q, 1), 3 * proj);
+}
+
+// --fp8-lm-head: the head quantised at load as the projections are (per output channel), and the model then computes
+// exactly the FP8 model whose 16-bit head holds the dequantised codes. The floor counts 1 byte per head weight.
+TEST(LlamaFp8, Fp8LmHeadIsTheDequantisedHead) {
+  auto q = load_cpu_fp8_head(fixture("llama_tiny"));
+  auto p = load_cpu(fixture("llama_tiny"), WeightFormat::fp8);
+  const LinearWeight& h = q->lm_head();
+  ASSERT_TRUE(h.is_fp8());
+  EXPECT_FALSE(p->lm_head().is_fp8());
+  const int64_t V = q->info().vocab, C = q->info().width;
+  EXPECT_EQ(q->param("lm_head.weight").weight.dtype(), DType::e4m3fn);
+  EXPECT_EQ(h.w_scale.shape(), (Shape{V}));
+  EXPECT_EQ(decode_weight_bytes(*p, 1) - decode_weight_bytes(*q, 1), 3 * V * C);  // f32 head -> e4m3
+
+  Tensor& head16 = p->param("lm_head.weight").weight;
+  Tensor codes = Tensor::empty({V, C}, DType::e4m3fn, Device::cpu()), scale = Tensor::empty({V}, DType::f32);
+  quantize_fp8_per_token(head16, codes, scale);
+  EXPECT_EQ(parity::compare(h.w, codes).max_abs, 0.0);
+  EXPECT_EQ(parity::compare(h.w_scale, scale).max_abs, 0.0);
+
+  SafetensorsIndex ref(fixture("llama_tiny_fp8_channel") + "/reference.safetensors");
+  Tensor ids = ids_i32(ref.get("batch.input_ids"));
+  const Tensor with_16bit_head = p->logits(ids);
+  dequantize_fp8(h.w, h.w_scale, head16);
+  const double e = rel_err(q->logits(ids), p->logits(ids));
+  EXPECT_LE(e, 1e-5);  // one row per step: the weight-only skinny GEMM, f32 sums in another order than OpenBLAS
+  std::printf("[fp8 lm head] against the dequantised head %.3g; against the 16-bit head %.3g\n", e,
+              rel_err(q->logits(ids), with_16bit_head));
 }
 
 // The perplexity tool on the two flavours of one model: close, and most next-token picks agree.
@@ -277,6 +311,55 @@ TEST(LlamaFp8Errors, UnknownMethodAndStrategy) {
   }
 }
 
+// A checkpoint that stores lm_head FP8 (with its weight_scale) loads it FP8 without the flag: the same codes as
+// quantising its 16-bit head at load, so the same logits. Its scale missing: an error naming it.
+TEST(LlamaFp8, Fp8LmHeadFromTheCheckpoint) {
+  BadCheckpoint b("llama_tiny_fp8_channel");
+  {
+    NamedTensors all;
+    SafetensorsIndex ck(b.dir);
+    for (auto& n : ck.names()) {
+      Tensor t = ck.get(n).clone();
+      if (n == "lm_head.weight") {
+        Tensor codes = Tensor::empty(t.shape(), DType::e4m3fn, Device::cpu()), scale = Tensor::empty({t.size(0)}, DType::f32);
+        quantize_fp8_per_token(t, codes, scale);
+        all.emplace_back("lm_head.weight_scale", scale);
+        t = codes;
+      }
+      all.emplace_back(n, t);
+    }
+    save_safetensors(b.dir + "/model.safetensors", all);
+  }
+  auto stored = load_cpu(b.dir);
+  EXPECT_TRUE(stored->lm_head().is_fp8());
+  auto flagged = LlamaModel::load(fixture("llama_tiny_fp8_channel"), Device::cpu(), DType::f32, false,
+                                  WeightFormat::checkpoint, /*fp8_lm_head=*/true);
+  EXPECT_TRUE(flagged->lm_head().is_fp8());
+  SafetensorsIndex ref(fixture("llama_tiny_fp8_channel") + "/reference.safetensors");
+  Tensor ids = ids_i32(ref.get("batch.input_ids"));
+  EXPECT_EQ(parity::compare(stored->logits(ids), flagged->logits(ids)).max_abs, 0.0);
+
+  b.edit_tensors([](const std::string& n, const Tensor& t) { return n == "lm_head.weight_scale" ? Tensor() : t; });
+  expect_error(b.dir, {"lm_head.weight_scale", "without it"});
+}
+
+// --fp8-lm-head without FP8 weights, or on a tied head (the embedding table): clear errors.
+TEST(LlamaFp8Errors, Fp8LmHeadNeedsFp8WeightsAndAnUntiedHead) {
+  auto message = [](const std::string& dir, WeightFormat wf) {
+    try {
+      LlamaModel::load(dir, Device::cpu(), DType::f32, false, wf, /*fp8_lm_head=*/true);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("loaded without an error");
+  };
+  const std::string a = message(fixture("llama_tiny"), WeightFormat::checkpoint);
+  EXPECT_NE(a.find("an FP8 LM head with FP8 weights"), std::string::npos) << a;
+  const std::string t = message(fixture("llama_tiny_tied"), WeightFormat::fp8);
+  EXPECT_NE(t.find("untied"), std::string::npos) << t;
+  EXPECT_NE(t.find("tie_word_embeddings = true"), std::string::npos) << t;
+}
+
 TEST(LlamaFp8Errors, Fp8ForTraining) {
   expect_error(fixture("llama_tiny_fp8_channel"), {"inference only"}, /*trainable=*/true);
   try {
@@ -312,6 +395,13 @@ TEST(LlamaFp8Gpu, ChannelCheckpointAndQuantiseAtLoad) {
     EXPECT_EQ(parity::compare(a->logits(row).to(Device::cpu()), got).max_abs, 0.0) << "row " << b;
   }
   EXPECT_LE(e, 1e-4);
+  // --fp8-lm-head: the GPU's one-row FP8 head against the CPU's, row by row.
+  auto gh = LlamaModel::load(fixture("llama_tiny"), Device::gpu(0), DType::f32, false, WeightFormat::fp8, true);
+  auto ch = load_cpu_fp8_head(fixture("llama_tiny"));
+  for (int64_t b = 0; b < ids.size(0); b++) {
+    Tensor row = ids.slice(0, b, b + 1).contiguous();
+    EXPECT_LE(rel_err(gh->logits(row).to(Device::cpu()), ch->logits(row)), 1e-5) << "FP8 head, row " << b;
+  }
   auto st = g->new_state(int(ids.size(0)), int(ids.size(1)));
   Tensor lg = Tensor::empty({ids.size(0), g->info().vocab}, DType::f32, Device::gpu(0));
   g->step(*st, ids, lg);  // a prefill: per-token FP8 activations and the vendor FP8 GEMM

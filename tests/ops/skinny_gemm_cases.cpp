@@ -428,13 +428,17 @@ std::vector<OpCase> cases() {
   // Then e4m3fn with f16 x: the ring's f16 MMAs take it as it comes, with no converter warps and no per-piece
   // rescale (bf16 x needs both), and from 9 rows the hardware conversion too; last, bf16 x staged as f16 once per
   // product by a kernel before the ring (ANVIL_SKINNY_X16=1).
-  struct P { int64_t N, K; const char* name; };
+  // The LM head (128256, 4096) too, with f32 logits as the model asks for them, for the FP8 head (--fp8-lm-head)
+  // beside the 16-bit one, bf16 x (the final norm's output) only.
+  struct P { int64_t N, K; const char* name; bool head = false; };
   struct V { bool tiles; DType wd, xd; bool x16 = false; };
   const DType bf = DType::bf16, e4 = DType::e4m3fn;
   for (V v : {V{false, bf, bf}, V{false, e4, bf}, V{true, bf, bf}, V{true, e4, bf}, V{true, e4, DType::f16},
               V{true, e4, bf, true}, V{false, e4, DType::f16}, V{false, e4, bf, true}})
-    for (P pr : {P{6144, 4096, "qkv"}, P{4096, 4096, "o"}, P{28672, 4096, "gate_up"}, P{4096, 14336, "down"}})
+    for (P pr : {P{6144, 4096, "qkv"}, P{4096, 4096, "o"}, P{28672, 4096, "gate_up"}, P{4096, 14336, "down"},
+                 P{128256, 4096, "lm_head", true}})
       for (int64_t M : {1, 4, 16, 24, 32}) {
+        if (pr.head && (M > 16 || v.xd != bf || v.x16 || (v.tiles && v.wd == bf))) continue;
         // The wide rings (three row groups to 24 rows, four to 32) only with e4m3fn and f16 x, given or staged.
         if ((M > 16) != (v.wd == e4 && !v.tiles && (v.x16 || v.xd == DType::f16))) continue;
         const bool tiles = v.tiles;
@@ -451,7 +455,8 @@ std::vector<OpCase> cases() {
           Tensor ws = dtype_is_fp8(wd) ? make(rand_uniform(size_t(N), ctx.seed, 3, 1e-3f, 1e-2f, DType::f32), {N},
                                               DType::f32, ctx.device)
                                        : Tensor();
-          Tensor y = Tensor::empty({M, N}, xd, ctx.device);
+          const DType yd = pr.head ? DType::f32 : xd;
+          Tensor y = Tensor::empty({M, N}, yd, ctx.device);
           PerfResult r;
           Tensor wt = tiles ? skinny_gemm_tiles(w) : Tensor();
           r.us = time_us(ctx, [&] { skinny_gemm(x, w, ws, y, wt); });
@@ -461,7 +466,7 @@ std::vector<OpCase> cases() {
             const int count = int(std::max<int64_t>(4, (int64_t(256) << 20) / (N * K * dtype_size(wd)) + 1));
             std::vector<Tensor> wv{w}, tv{wt}, yv{y};
             for (int i = 1; i < count; i++) {
-              wv.push_back(w.clone()), yv.push_back(Tensor::empty({M, N}, xd, ctx.device));
+              wv.push_back(w.clone()), yv.push_back(Tensor::empty({M, N}, yd, ctx.device));
               tv.push_back(tiles ? skinny_gemm_tiles(wv.back()) : Tensor());
             }
             r.graph_us = time_us_graph(ctx, count, [&](int i) {
@@ -469,7 +474,7 @@ std::vector<OpCase> cases() {
             });
           }
           r.flops = 2.0 * double(M) * double(N) * double(K);
-          r.bytes = double(N * K) * double(dtype_size(wd)) + 2.0 * double(M * K) + 2.0 * double(M * N);
+          r.bytes = double(N * K) * double(dtype_size(wd)) + 2.0 * double(M * K) + double(M * N * dtype_size(yd));
           return r;
         };
         out.push_back(c);

@@ -44,12 +44,16 @@ class LlamaModel final : public CausalLM {
                                             uint64_t seed);
   // Loads config.json + safetensors (single or sharded) from a Hugging Face directory. FP8 weights (an FP8
   // checkpoint, or WeightFormat::fp8) are inference only: trainable = true with them is an error.
+  // fp8_lm_head (FP8 models, untied head): the LM head quantised at load as well (load_model, models/model.h);
+  // a checkpoint whose lm_head.weight is stored FP8 (with its weight_scale) loads it FP8 either way.
   static std::unique_ptr<LlamaModel> load(const std::string& dir, Device device, DType dtype, bool trainable,
-                                          WeightFormat weights = WeightFormat::checkpoint);
+                                          WeightFormat weights = WeightFormat::checkpoint, bool fp8_lm_head = false);
 
   const ModelInfo& info() const override { return info_; }
   // The dtype of the projection weights: dtype_ for 16/32-bit models, e4m3fn / e4m3fnuz for FP8 ones.
   DType weight_dtype() const { return weight_dtype_; }
+  // The LM head as the inference GEMMs read it: 16-bit, or weight_dtype() with per-row scales (fp8_lm_head).
+  const LinearWeight& lm_head() const { return lin_head_; }
   Device device() const override { return device_; }
   DType compute_dtype() const override { return dtype_; }
   const LlamaConfig& config() const { return cfg_; }
@@ -74,7 +78,8 @@ class LlamaModel final : public CausalLM {
   const Tensor& lm_head_weight() const { return lm_head_->weight; }
 
  private:
-  LlamaModel(const LlamaConfig& cfg, Device device, DType dtype, bool trainable, DType weight_dtype);
+  LlamaModel(const LlamaConfig& cfg, Device device, DType dtype, bool trainable, DType weight_dtype,
+             bool fp8_head = false);
   void build_params();
   void build_linears(const std::vector<Tensor>& input_scales);  // LlamaLayer::lin_* from the weights (+ scales)
   Tensor logits_by_steps(const Tensor& ids);                    // logits() of FP8 models, via step()
@@ -94,12 +99,15 @@ class LlamaModel final : public CausalLM {
   Device device_;
   DType dtype_;
   DType weight_dtype_;  // of qkv, wo, gate_up, down
+  bool fp8_head_;       // lm_head.weight in weight_dtype_ too, with head_scale_
   bool trainable_;
   std::vector<Param> params_;
   std::vector<LlamaLayer> layers_;
   Param* embed_ = nullptr;
   Param* final_norm_ = nullptr;
   Param* lm_head_ = nullptr;  // == embed_ when tied
+  Tensor head_scale_;         // (V) f32, fp8_head_ only
+  LinearWeight lin_head_;     // what step() reads for the logits
   Tensor inv_freq_;           // (HD/2) f32 on device
   Tensor stack_tiles_;        // FP8: decode_stack's pre-tiled weights, made at the first plan, shared by the rest
 };

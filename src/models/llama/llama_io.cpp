@@ -79,7 +79,7 @@ float read_input_scale(const SafetensorsIndex& ckpt, const std::string& mod, con
 }  // namespace
 
 std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& dir, Device device, DType dtype, bool trainable,
-                                             WeightFormat weights) {
+                                             WeightFormat weights, bool fp8_lm_head) {
   const std::string source = (std::filesystem::path(dir) / "config.json").string();
   nlohmann::json j = read_hf_config(dir);
   LlamaConfig cfg = parse_llama_config(j, source);
@@ -91,18 +91,26 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& dir, Device devi
   // An FP8 checkpoint's codes are copied as they are (safetensors F8_E4M3 = e4m3fn; the kernels decode either
   // flavour on any device); weights quantised here take the device's flavour.
   const DType wdt = !fp8 ? dtype : q.quantized ? DType::e4m3fn : fp8_dtype_for(device);
-  std::unique_ptr<LlamaModel> m(new LlamaModel(cfg, device, dtype, trainable, wdt));
   SafetensorsIndex ckpt = open_checkpoint(dir);
+  // The head is FP8 when asked for, or when an FP8 checkpoint stores it so (its config does not list it among
+  // the modules kept 16-bit).
+  const bool head_stored_fp8 = fp8 && !cfg.tie_word_embeddings && ckpt.contains("lm_head.weight") &&
+                               dtype_is_fp8(ckpt.entry("lm_head.weight").dtype);
+  ANVIL_CHECK(!fp8_lm_head || fp8, "llama::load",
+              "an FP8 LM head with FP8 weights (--dtype fp8 or an FP8 checkpoint)",
+              str("a 16-bit checkpoint at ", dir, " loaded with ", dtype_name(dtype), " weights"));
+  std::unique_ptr<LlamaModel> m(new LlamaModel(cfg, device, dtype, trainable, wdt, fp8_lm_head || head_stored_fp8));
 
   // FP8: the scale slice of each projection (a row range of its layer's stacked scale vector), and the static
   // input scales of the four GEMMs of each layer (a stack takes the largest of its parts: the same x feeds them,
   // and the largest scale saturates none of their calibrated ranges).
   struct Slot {
     Tensor scale;  // f32 (rows) view
-    size_t gemm;   // 4 * layer + {0 qkv, 1 wo, 2 gate_up, 3 down}
+    size_t gemm;   // 4 * layer + {0 qkv, 1 wo, 2 gate_up, 3 down}; 4 * layers: the LM head
   };
   std::map<std::string, Slot> slots;
-  std::vector<float> in_scale(4 * m->layers_.size(), 0.f);
+  std::vector<float> in_scale(4 * m->layers_.size() + 1, 0.f);  // the last one the FP8 head's
+  if (m->fp8_head_) slots["lm_head.weight"] = Slot{m->head_scale_, 4 * m->layers_.size()};
   if (fp8) {
     for (size_t l = 0; l < m->layers_.size(); l++) {
       LlamaLayer& ly = m->layers_[l];
@@ -133,7 +141,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& dir, Device devi
     if (slot == slots.end() || !dtype_is_fp8(e.dtype)) {
       ANVIL_CHECK(dtype_is_float(e.dtype) && !dtype_is_fp8(e.dtype), "llama::load",
                   str(p.name, " stored as f32, bf16 or f16", slot == slots.end() && fp8 ?
-                      " (anvil keeps embeddings, norms and the LM head 16-bit)" : ""),
+                      " (anvil keeps embeddings and norms 16-bit)" : ""),
                   dtype_name(e.dtype));
     }
     if (slot == slots.end()) {

@@ -8,8 +8,10 @@
 
 namespace anvil {
 
-LlamaModel::LlamaModel(const LlamaConfig& cfg, Device device, DType dtype, bool trainable, DType weight_dtype)
-    : cfg_(cfg), device_(device), dtype_(dtype), weight_dtype_(weight_dtype), trainable_(trainable) {
+LlamaModel::LlamaModel(const LlamaConfig& cfg, Device device, DType dtype, bool trainable, DType weight_dtype,
+                       bool fp8_head)
+    : cfg_(cfg), device_(device), dtype_(dtype), weight_dtype_(weight_dtype), fp8_head_(fp8_head),
+      trainable_(trainable) {
   ANVIL_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16, "LlamaModel",
               "compute dtype f32, bf16 or f16", dtype_name(dtype));
   ANVIL_CHECK(weight_dtype == dtype || weight_dtype == DType::e4m3fn || weight_dtype == DType::e4m3fnuz,
@@ -18,6 +20,12 @@ LlamaModel::LlamaModel(const LlamaConfig& cfg, Device device, DType dtype, bool 
   ANVIL_CHECK(!(trainable && dtype_is_fp8(weight_dtype)), "LlamaModel",
               "FP8 weights for inference only (train or fine-tune from the 16-bit checkpoint)",
               "trainable = true with FP8 weights");
+  ANVIL_CHECK(!fp8_head || dtype_is_fp8(weight_dtype), "LlamaModel",
+              "an FP8 LM head in an FP8 model (--dtype fp8 or an FP8 checkpoint)",
+              str("an FP8 head with ", dtype_name(weight_dtype), " projections"));
+  ANVIL_CHECK(!fp8_head || !cfg.tie_word_embeddings, "LlamaModel",
+              "an FP8 LM head on an untied model (a tied head is the embedding table, which stays 16-bit)",
+              "tie_word_embeddings = true");
   ANVIL_CHECK(cfg.num_attention_heads % cfg.num_key_value_heads == 0, "LlamaModel",
               "num_attention_heads divisible by num_key_value_heads",
               str(cfg.num_attention_heads, " and ", cfg.num_key_value_heads));
@@ -87,7 +95,8 @@ void LlamaModel::build_params() {
     add(p + "mlp.down_proj.weight", {C, H}, true, true);
   }
   add("model.norm.weight", {C}, false);
-  if (!cfg_.tie_word_embeddings) add("lm_head.weight", {V, C}, true);
+  if (!cfg_.tie_word_embeddings) add("lm_head.weight", {V, C}, true, /*proj=*/fp8_head_);
+  if (fp8_head_) head_scale_ = Tensor::empty({V}, DType::f32, device_);
 
   size_t i = 0;
   embed_ = &params_[i++];
@@ -120,9 +129,14 @@ void LlamaModel::build_params() {
   if (!fp8) build_linears({});
 }
 
-// input_scales: FP8 models with static activation scales, 4 per layer (qkv, wo, gate_up, down) f32 (1) tensors;
-// empty for dynamic activations (and 16-bit models).
+// input_scales: FP8 models with static activation scales, 4 per layer (qkv, wo, gate_up, down) f32 (1) tensors,
+// then the FP8 head's when it has one; empty for dynamic activations (and 16-bit models). An undefined tensor
+// among them: that GEMM quantises its activations per token.
 void LlamaModel::build_linears(const std::vector<Tensor>& input_scales) {
+  const size_t head_in = 4 * layers_.size();
+  lin_head_ = !fp8_head_ ? linear_weight(lm_head_->weight)
+                         : linear_weight_fp8(lm_head_->weight, head_scale_,
+                                             input_scales.size() > head_in ? input_scales[head_in] : Tensor());
   for (size_t l = 0; l < layers_.size(); l++) {
     LlamaLayer& ly = layers_[l];
     if (!dtype_is_fp8(weight_dtype_)) {
