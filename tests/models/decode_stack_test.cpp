@@ -13,6 +13,7 @@
 
 #include "backends/backend.h"
 #include "io/hf_config.h"
+#include "kernels/quantize/quantize.h"
 #include "models/llama/llama.h"
 
 namespace anvil {
@@ -90,13 +91,13 @@ TEST(DecodeStack, MatchesPerOpStep8BLayer) {
   compare(*m, 3, "bf16 8B layer shape");
 }
 
-// The model of config c with random weights (seed), quantised to e4m3fn at load.
-std::unique_ptr<LlamaModel> fp8_model(const LlamaConfig& c, uint64_t seed) {
+// The model of config c with random weights (seed), quantised to e4m3fn at load (the LM head too with fp8_head).
+std::unique_ptr<LlamaModel> fp8_model(const LlamaConfig& c, uint64_t seed, bool fp8_head = false) {
   auto m = LlamaModel::create(c, Device::gpu(0), DType::bf16, false, seed);
   const std::string dir = (std::filesystem::temp_directory_path() / "anvil_decode_stack_fp8").string();
   std::filesystem::remove_all(dir);
   m->save(dir);
-  auto q = LlamaModel::load(dir, Device::gpu(0), DType::bf16, false, WeightFormat::fp8);
+  auto q = LlamaModel::load(dir, Device::gpu(0), DType::bf16, false, WeightFormat::fp8, fp8_head);
   std::filesystem::remove_all(dir);
   return q;
 }
@@ -208,6 +209,43 @@ TEST(DecodeStack, BatchFp8WideRowsMatchNarrowBatches) {
     std::printf("step %zu: max |24-row - 16/8-row| %.3g of max |logit| %.3g\n", s, worst, scale);
     EXPECT_LE(worst, 2e-2 * scale) << "decode step " << s;
   }
+}
+
+// --fp8-lm-head on the GPU: the head's FP8 product after decode_stack (batch 1: the final add + norm, then the ring
+// on bf16 x) and in the per-op step (batch 4: the ring with the final add + norm in its f16 staging), against the
+// same FP8 model whose 16-bit head holds the dequantised codes. Those are rounded to bf16 (2^-9 of each weight) and
+// its x is bf16 where the staged x is f16, so the two agree to ~1e-3 of the logits; a scale or row misplaced in the
+// FP8 head would be off by the logits' size.
+TEST(DecodeStack, Fp8LmHeadMatchesTheDequantisedHead) {
+  if (!gpu_available()) GTEST_SKIP() << "no GPU";
+  LlamaConfig c = small_config(8, 2, 128);
+  c.intermediate_size = 1408;
+  auto h = fp8_model(c, 23, /*fp8_head=*/true), d = fp8_model(c, 23);
+  ASSERT_TRUE(h->lm_head().is_fp8());
+  ASSERT_FALSE(d->lm_head().is_fp8());
+  dequantize_fp8(h->lm_head().w, h->lm_head().w_scale, d->param("lm_head.weight").weight);
+  const int64_t V = c.vocab_size;
+  for (int64_t B : {1, 4}) {
+    const auto got = decode_rows(*h, 0, B), ref = decode_rows(*d, 0, B);
+    for (size_t s = 0; s < got.size(); s++) {
+      double worst = 0, scale = 0;
+      for (int64_t i = 0; i < B * V; i++) {
+        worst = std::max(worst, double(std::fabs(got[s][size_t(i)] - ref[s][size_t(i)])));
+        scale = std::max(scale, double(std::fabs(ref[s][size_t(i)])));
+      }
+      std::printf("batch %lld step %zu: max |FP8 head - dequantised head| %.3g of max |logit| %.3g\n", (long long)B,
+                  s, worst, scale);
+      EXPECT_LE(worst, 1e-2 * scale) << "batch " << B << ", decode step " << s;
+    }
+  }
+  // ANVIL_SKINNY_TILES=1 at batch 1: the head (the only product decode_stack leaves to the skinny GEMM) read from
+  // its pre-tiled copy, the same bytes in the same order: identical logits.
+  const auto plain = decode_rows(*h, 0, 1);
+  setenv("ANVIL_SKINNY_TILES", "1", 1);
+  const auto tiled = decode_rows(*h, 0, 1);
+  unsetenv("ANVIL_SKINNY_TILES");
+  EXPECT_EQ(h->lm_head().tiles.defined(), backend(Device::gpu(0)).info().bulk_copy);
+  for (size_t s = 0; s < plain.size(); s++) EXPECT_EQ(plain[s], tiled[s]) << "pre-tiled head, decode step " << s;
 }
 
 }  // namespace

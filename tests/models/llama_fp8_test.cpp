@@ -321,7 +321,8 @@ TEST(LlamaFp8, Fp8LmHeadFromTheCheckpoint) {
     for (auto& n : ck.names()) {
       Tensor t = ck.get(n).clone();
       if (n == "lm_head.weight") {
-        Tensor codes = Tensor::empty(t.shape(), DType::e4m3fn, Device::cpu()), scale = Tensor::empty({t.size(0)}, DType::f32);
+        Tensor codes = Tensor::empty(t.shape(), DType::e4m3fn, Device::cpu());
+        Tensor scale = Tensor::empty({t.size(0)}, DType::f32);
         quantize_fp8_per_token(t, codes, scale);
         all.emplace_back("lm_head.weight_scale", scale);
         t = codes;

@@ -85,10 +85,11 @@ class LlamaModel final : public CausalLM {
   Tensor logits_by_steps(const Tensor& ids);                    // logits() of FP8 models, via step()
   Tensor forward_hidden(const Tensor& ids_dev, int64_t B, int64_t T, Acts* acts);  // final normed (N, C)
   void step_kernels(State& st, StepBuffers& b, int64_t T);  // one inference step's launches (capturable)
-  // FP8 decode through the per-op kernels, ANVIL_SKINNY_TILES=1: the projections' weights pre-tiled for the skinny
-  // GEMM's ring kernel (linear_tile_weights) while anvil's device memory stays within three quarters of the
-  // device's. Returns their bytes (0: none).
-  int64_t tile_linear_weights();
+  // FP8 decode through the per-op kernels, ANVIL_SKINNY_TILES=1: the projections' weights and an FP8 head pre-tiled
+  // for the skinny GEMM's ring kernel (linear_tile_weights) while anvil's device memory stays within three quarters
+  // of the device's; head_only: the head alone (batch 1, where decode_stack runs the layers). Returns their bytes
+  // (0: none).
+  int64_t tile_linear_weights(bool head_only = false);
   Tensor layer_forward(LlamaLayer& ly, LlamaLayerActs& a, const Tensor& pos, int64_t B, int64_t T);
   void recompute_layer(LlamaLayer& ly, LlamaLayerActs& a, const Tensor& pos, int64_t B, int64_t T);
   float loss_and_backward(const Tensor& ids, const Tensor& targets, float grad_weight, bool backward,
