@@ -233,6 +233,9 @@ static bool matches_filter(const std::string& id, const std::string& filter) {
 }
 
 int main(int argc, char** argv) {
+  // One line per case as it finishes, also into a file or pipe: a run stopped by a time limit keeps what it measured
+  // (block buffering lost every line of a perf run killed by `timeout` on the H200).
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::string op, mode = "test", filter, backend_name = "cpu";
   uint64_t seed = 1234;
   bool list = false, verbose = false;
