@@ -31,9 +31,7 @@ int run_decode(const BenchDecodeOptions& o) {
   const ModelInfo& info = model->info();
   std::printf("model      %s: %s, %lld layers, width %lld, %s%s on %s\n", o.model.dir.c_str(), info.arch.c_str(),
               (long long)info.layers, (long long)info.width, dtype_name(model->compute_dtype()),
-              o.model.dtype == "fp8" ? (o.model.fp8_lm_head ? " with FP8 weights and LM head" : " with FP8 weights")
-                                     : "",
-              backend(dev).info().name.c_str());
+              info.weights.empty() ? "" : (" with " + info.weights).c_str(), backend(dev).info().name.c_str());
   std::printf("shape      batch %d, prompt %d, %d steps, context %lld\n", o.bench.batch, o.bench.prompt_len,
               o.bench.tokens, (long long)r.context);
   if (!r.decode_path.empty()) std::printf("path       %s\n", r.decode_path.c_str());

@@ -40,6 +40,7 @@ struct ModelInfo {
   double flops_attn_per_token_per_t = 0;  // the T-dependent part: 6 * layers * width for attention (Llama)
   int32_t bos_id = -1, eos_id = -1;   // -1: none
   std::vector<int32_t> eos_ids;        // every id that ends generation (config.json may list several)
+  std::string weights;  // for logs: how the linear weights are stored, e.g. "FP8 (e4m3fn) weights"; "" = 16/32-bit
 };
 
 struct TrainOptions {

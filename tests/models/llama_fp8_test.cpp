@@ -112,6 +112,8 @@ TEST(LlamaFp8, Fp8LmHeadIsTheDequantisedHead) {
   const LinearWeight& h = q->lm_head();
   ASSERT_TRUE(h.is_fp8());
   EXPECT_FALSE(p->lm_head().is_fp8());
+  EXPECT_EQ(q->info().weights, "FP8 (e4m3fn) weights and LM head");  // what bench decode prints
+  EXPECT_EQ(p->info().weights, "FP8 (e4m3fn) weights");
   const int64_t V = q->info().vocab, C = q->info().width;
   EXPECT_EQ(q->param("lm_head.weight").weight.dtype(), DType::e4m3fn);
   EXPECT_EQ(h.w_scale.shape(), (Shape{V}));

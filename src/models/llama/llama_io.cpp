@@ -98,7 +98,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& dir, Device devi
                                dtype_is_fp8(ckpt.entry("lm_head.weight").dtype);
   ANVIL_CHECK(!fp8_lm_head || fp8, "llama::load",
               "an FP8 LM head with FP8 weights (--dtype fp8 or an FP8 checkpoint)",
-              str("a 16-bit checkpoint at ", dir, " loaded with ", dtype_name(dtype), " weights"));
+              str("a checkpoint at ", dir, " of 16/32-bit weights, loaded without --dtype fp8"));
   std::unique_ptr<LlamaModel> m(new LlamaModel(cfg, device, dtype, trainable, wdt, fp8_lm_head || head_stored_fp8));
 
   // FP8: the scale slice of each projection (a row range of its layer's stacked scale vector), and the static

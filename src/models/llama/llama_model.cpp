@@ -37,6 +37,8 @@ LlamaModel::LlamaModel(const LlamaConfig& cfg, Device device, DType dtype, bool 
   info_.bos_id = int32_t(cfg.bos_token_id.value_or(-1));
   for (int64_t e : cfg.eos_token_ids) info_.eos_ids.push_back(int32_t(e));
   info_.eos_id = info_.eos_ids.empty() ? -1 : info_.eos_ids[0];
+  if (dtype_is_fp8(weight_dtype))
+    info_.weights = str("FP8 (", dtype_name(weight_dtype), ") weights", fp8_head ? " and LM head" : "");
   // Attention adds 6 * L * C * T FLOPs per token for the causal QK^T and PV products (fwd + bwd, halved
   // for causality: 12 * L * C * T / 2), the convention of the MFU formula in TARGETS.md.
   info_.flops_attn_per_token_per_t = 6.0 * double(cfg.num_hidden_layers) * double(cfg.hidden_size);
