@@ -67,5 +67,75 @@ TEST(RingLayout, EveryRowAndPieceInExactlyOneChunk) {
     }
 }
 
+// reads_at's closed form against the blocks counted one at a time, as the producers issue their units.
+TEST(RingLayout, ReadsAreTheBlocksUnitsSummed) {
+  for (const Case& c : kCases)
+    for (int rpc : {1, 2, 3, kTileRows})
+      for (int grid : {1, 7, 100, 114, 128, 131, 132, 304}) {
+        Reads want;
+        for (int b = 0; b < grid; b++) {
+          const int units = (share_start(c.N, b + 1, grid) - share_start(c.N, b, grid) + rpc - 1) / rpc;
+          want.total += int64_t(units) * 3;
+          want.most = std::max(want.most, units * 3);
+        }
+        const Reads got = reads_at({c.N, rpc, 3}, grid);
+        EXPECT_EQ(got.total, want.total) << "N " << c.N << " rpc " << rpc << " grid " << grid;
+        EXPECT_EQ(got.most, want.most) << "N " << c.N << " rpc " << rpc << " grid " << grid;
+      }
+}
+
+// The 8B gate's padded chunks over 132 and 128 blocks.
+TEST(RingLayout, ReadsCountEveryBlocksUnits) {
+  const Cut c{14336, kTileRows, 4};  // 8B gate: 4096 FP8 columns, 4 pieces a row
+  const Reads r132 = reads_at(c, 132), r128 = reads_at(c, 128);
+  EXPECT_EQ(r132.most, 7 * 4);  // 108-109 rows: 7 tiles
+  EXPECT_EQ(r132.total, 132 * 7 * 4);
+  EXPECT_EQ(r128.most, 7 * 4);  // 112 rows: 7 whole tiles
+  EXPECT_EQ(r128.total, 14336 / kTileRows * 4);
+  const Cut rows{100, 3, 2};  // 100 rows over 7 blocks: shares of 14-15 rows, 5 units of 3 rows
+  const Reads r = reads_at(rows, 7);
+  EXPECT_EQ(r.most, 5 * 2);
+  EXPECT_EQ(r.total, 7 * 5 * 2);
+}
+
+// Llama-3.1-8B's FP8 layer (q|k|v, o, gate, up, down as tiles of 16 rows by 1024-byte pieces) on 132 SMs: over 128
+// blocks every share is whole tiles, 3.1% fewer chunks, and no block reads more.
+TEST(RingLayout, FitGridDropsThePaddingOfThe8bLayer) {
+  const Cut fp8[] = {{6144, kTileRows, 4}, {4096, kTileRows, 4}, {14336, kTileRows, 4}, {14336, kTileRows, 4},
+                     {4096, kTileRows, 14}};
+  EXPECT_EQ(fit_grid(fp8, 5, 132), 128);
+  int64_t t132 = 0, t128 = 0;
+  for (const Cut& c : fp8) t132 += reads_at(c, 132).total, t128 += reads_at(c, 128).total;
+  EXPECT_EQ(t132, 13728);
+  EXPECT_EQ(t128, 13312);
+  // The skinny GEMM's single matrices: gate|up (28672 rows) and q|k|v over 128; the LM head (128256 rows) keeps 132,
+  // since fewer blocks would give each one more tile.
+  const Cut gate_up{28672, kTileRows, 1}, qkv{6144, kTileRows, 1}, head{128256, kTileRows, 1};
+  EXPECT_EQ(fit_grid(&gate_up, 1, 132), 128);
+  EXPECT_EQ(fit_grid(&qkv, 1, 132), 128);
+  EXPECT_EQ(fit_grid(&head, 1, 132), 132);
+  // A grid that already divides evenly stays.
+  EXPECT_EQ(fit_grid(fp8, 5, 128), 128);
+}
+
+// Whatever the shapes: the grid is within [most - most / 8, most], no block of any matrix reads more than under
+// `most` blocks, and the blocks read no more chunks in all.
+TEST(RingLayout, FitGridNeverLengthensAShare) {
+  for (int most : {1, 7, 100, 114, 132, 304})
+    for (const Case& a : kCases)
+      for (const Case& b : kCases) {
+        const Cut cuts[] = {{a.N, kTileRows, pieces_per_row(a.K)}, {b.N, 2, 1}};
+        const int g = fit_grid(cuts, 2, most);
+        ASSERT_LE(g, most);
+        ASSERT_GE(g, most - most / 8);
+        int64_t total_g = 0, total_most = 0;
+        for (const Cut& c : cuts) {
+          EXPECT_LE(reads_at(c, g).most, reads_at(c, most).most) << "N " << c.N << " most " << most << " g " << g;
+          total_g += reads_at(c, g).total, total_most += reads_at(c, most).total;
+        }
+        EXPECT_LE(total_g, total_most);
+      }
+}
+
 }  // namespace
 }  // namespace anvil

@@ -86,7 +86,10 @@ const char* const kStampNames[kStamps] = {
 // hand-off's reads) go further apart, p.pace_held: loop 2.633 / 2.620 / 2.567 / 2.539 ms/token at 0 / 380 / 760 /
 // 1500 cycles (one session); in a later one 2500 / 3000 gave 2.815 / 3.104 against 2.52 at 1500. The tensor-map
 // tiles (no room for the pre-tiled copy) are paced alike, unmeasured: their copies took ~0.69 µs a chunk (tenth
-// round), so the pace seldom binds there.
+// round), so the pace seldom binds there. Those paces were measured over 132 blocks; over fewer (stack_grid: 128 at
+// the 8B shape) each block's share of HBM is 132 / grid times larger, and the pace shorter by as much (760 -> 737
+// cycles at 128; pace 640 / 680 / 700 / 720 / 740 / 760 there: 2.379 / 2.366 / 2.359 / 2.354 / 2.355 / 2.366
+// ms/token, twenty-sixth round).
 template <int ES>
 __device__ void produce(const Params& p, uint8_t* ring, uint64_t* full, uint64_t* empty, volatile unsigned* issued,
                         volatile unsigned* opened) {
@@ -501,9 +504,9 @@ int x_region_bytes(const DecodeStackShape& s, int grid) { return x_region(s, gri
 constexpr int kMiscBytes = kWarps * 2 * 4 + 2 * kMaxSlots * 8 + 2 * kMaxSlots * 4 + 16;  // + generation, opened
 
 // Ring slots that fit the device's per-block shared memory next to the x region (H200, 8B shape: 12).
-int ring_slots(const DecodeStackShape& s) {
+int ring_slots(const DecodeStackShape& s, int grid) {
   const auto info = gpu::device_info(gpu::current_device());
-  const int64_t room = int64_t(info.smem_per_block_optin) - x_region_bytes(s, info.compute_units) - kMiscBytes;
+  const int64_t room = int64_t(info.smem_per_block_optin) - x_region_bytes(s, grid) - kMiscBytes;
   return int(std::min<int64_t>(kMaxSlots, room / kChunk));
 }
 
@@ -548,7 +551,8 @@ void print_trace(const Tensor& t, int L, int grid, double launch_us) {
   std::fprintf(stderr, "  %-26s %8.2f (µs, events around the counter reset and the launch)\n", "launch", launch_us);
 }
 
-constexpr int kFp8PaceCycles = 760;       // the producer's default pace for FP8 copies (produce())
+constexpr int kFp8PaceCycles = 760;       // the producer's default pace for FP8 copies over 132 blocks (produce())
+constexpr int kFp8PaceGrid = 132;         // the blocks kFp8PaceCycles was measured over (H200)
 constexpr int kFp8PaceHeldCycles = 1500;  // the same for the chunks before a hold
 // A ring knob read from the environment: `dflt` when unset, else an integer in [lo, hi] or a clear error.
 int ring_knob(const char* name, int lo, int hi, int dflt) {
@@ -558,6 +562,13 @@ int ring_knob(const char* name, int lo, int hi, int dflt) {
   const long n = std::strtol(e, &end, 10);
   ANVIL_CHECK(*end == 0 && n >= lo && n <= hi, "decode_stack", str(name, " in [", lo, ", ", hi, "]"), e);
   return int(n);
+}
+
+// The launch's blocks, one per SM at most: fit_stack_grid's, or ANVIL_DECODE_STACK_GRID=n (for A/B timing).
+int stack_grid(const DecodeStackShape& s, DType wd) {
+  const int sms = gpu::device_info(gpu::current_device()).compute_units;
+  if (s.NKV > sms) return sms;  // refused by decode_stack_unsupported_gpu
+  return ring_knob("ANVIL_DECODE_STACK_GRID", int(s.NKV), sms, fit_stack_grid(s, dtype_is_fp8(wd) ? 1 : 2, sms));
 }
 
 // Byte offsets of the plan's scratch: the hand-offs qkv (QD + 2 KVD), att (QD), gu (H), tb (C) as 4-byte tagged
@@ -610,15 +621,15 @@ KernelFn pick(int HD, int G) {
 // the tensor maps only. H200, 8B shape: +7.2 GB, 2.74 -> 2.58 ms per token.
 // `shared`, when given, is the model's copy: used when defined, else set to the one made here.
 // Returns the copy (host[l].tiled point into it), or an undefined tensor.
-Tensor pretile(const DecodeStackShape& s, int64_t L, std::vector<Layer>& host, const Device& dev, Tensor* shared) {
+Tensor pretile(const DecodeStackShape& s, int64_t L, int grid, std::vector<Layer>& host, const Device& dev,
+               Tensor* shared) {
   const int mode = ring_knob("ANVIL_DECODE_STACK_TILES", 0, 1, -1);  // -1: by the room left
   if (mode == 0) return Tensor();
-  const auto info = gpu::device_info(gpu::current_device());
-  const int64_t bytes = L * pretiled_layer_bytes(s, info.compute_units);
+  const int64_t bytes = L * pretiled_layer_bytes(s, grid);
   if (shared && shared->defined()) {
     ANVIL_CHECK(shared->numel() == bytes, "decode_stack", str("a shared FP8 tile copy of ", bytes, " B"),
                 shared->describe());
-    pretile_weights(s, info.compute_units, host, shared->data<uint8_t>(), false);
+    pretile_weights(s, grid, host, shared->data<uint8_t>(), false);
     return *shared;
   }
   if (mode < 0 && bytes > gpu::room_for_copies()) return Tensor();
@@ -629,7 +640,7 @@ Tensor pretile(const DecodeStackShape& s, int64_t L, std::vector<Layer>& host, c
     if (mode == 1) throw;
     return Tensor();  // by default, out of memory keeps the tensor maps
   }
-  pretile_weights(s, info.compute_units, host, tiles.data<uint8_t>(), true);
+  pretile_weights(s, grid, host, tiles.data<uint8_t>(), true);
   if (shared) *shared = tiles;
   return tiles;
 }
@@ -641,9 +652,10 @@ std::string decode_stack_unsupported_gpu(const DecodeStackShape& s, const std::v
   if (!info.bulk_copy) return str("a device with bulk copies (sm_90+), got ", info.arch);
   if (s.NKV > info.compute_units)  // one attention block per kv-head at least
     return str("at most ", info.compute_units, " kv-heads (one block per SM), got ", s.NKV);
-  if (ring_slots(s) < kMinSlots)
-    return str("room for ", kMinSlots, " ring slots of ", kChunk, " B next to ",
-               x_region_bytes(s, info.compute_units), " B of activations in ", info.smem_per_block_optin,
+  const int grid = stack_grid(s, layers[0].qkv.w.dtype());
+  if (ring_slots(s, grid) < kMinSlots)
+    return str("room for ", kMinSlots, " ring slots of ", kChunk, " B next to ", x_region_bytes(s, grid),
+               " B of activations (", grid, " blocks) in ", info.smem_per_block_optin,
                " B of shared memory per block");
   if (dtype_is_fp8(layers[0].qkv.w.dtype())) {  // the driver takes the tile maps (checked on one weight)
     alignas(64) unsigned char map[128];
@@ -663,6 +675,7 @@ DecodeStack::DecodeStack(const DecodeStackShape& s, const std::vector<DecodeStac
               str("at most ", decode_stack_tags::kMaxLayers, " layers"), str(L_, " layers"));
   const Device dev = layers[0].qkv.w.device();
   wdt_ = layers[0].qkv.w.dtype();
+  grid_ = stack_grid(s, wdt_);
   Tmax_ = layers[0].k_cache.size(1);
   std::vector<Layer> host(static_cast<size_t>(L_));
   for (size_t l = 0; l < layers.size(); l++) {
@@ -691,14 +704,13 @@ DecodeStack::DecodeStack(const DecodeStackShape& s, const std::vector<DecodeStac
     tmaps_ = maps.to(dev);
     for (size_t l = 0; l < layers.size(); l++)
       for (int m = 0; m < 4; m++) host[l].tmap[m] = tmaps_.data<uint8_t>() + (l * 4 + m) * 128;
-    tiles_ = pretile(s, L_, host, dev, shared_tiles);
+    tiles_ = pretile(s, L_, grid_, host, dev, shared_tiles);
   }
   Tensor bytes = Tensor::empty({int64_t(host.size() * sizeof(Layer))}, DType::u8, Device::cpu());
   std::memcpy(bytes.data_ptr(), host.data(), host.size() * sizeof(Layer));
   table_ = bytes.to(dev);
-  const int cus = gpu::device_info(gpu::current_device()).compute_units;
-  max_splits_ = std::max<int64_t>(1, std::min<int64_t>(cus / s.NKV, (Tmax_ + kAttnRows - 1) / kAttnRows));
-  scratch_ = Tensor::zeros({Scratch(s, max_splits_, cus).bytes}, DType::u8, dev);
+  max_splits_ = std::max<int64_t>(1, std::min<int64_t>(grid_ / s.NKV, (Tmax_ + kAttnRows - 1) / kAttnRows));
+  scratch_ = Tensor::zeros({Scratch(s, max_splits_, grid_).bytes}, DType::u8, dev);
   counters_ = Tensor::zeros({2 + s.NKV + kCounts}, DType::i32, dev);
 }
 
@@ -713,7 +725,7 @@ void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branc
   check_shape(op, "start", start, {1});
   check_dtype(op, "start", start, DType::i32);
   const int64_t QD = s_.NH * s_.HD, KVD = s_.NKV * s_.HD, G = s_.NH / s_.NKV;
-  const int cus = gpu::device_info(gpu::current_device()).compute_units;
+  const int grid = grid_;  // blocks: one per SM at most (stack_grid)
   Params p{};
   p.layers = reinterpret_cast<const Layer*>(table_.data_ptr());
   p.L = int(L_), p.C = int(s_.C), p.NH = int(s_.NH), p.NKV = int(s_.NKV), p.H = int(s_.H);
@@ -721,7 +733,7 @@ void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branc
   // Ring slots: all that fit, or fewer with ANVIL_DECODE_STACK_SLOTS (for measuring how the bytes in flight per SM
   // trade overlap against the latency of the small reads queued behind them).
   const bool fp8 = dtype_is_fp8(wdt_);
-  const int fit = ring_slots(s_);
+  const int fit = ring_slots(s_, grid);
   p.slots = ring_knob("ANVIL_DECODE_STACK_SLOTS", kMinSlots, fit, fit);
   // The producer's hold before each hand-off's reads (hold_seq): two thirds of the ring (8 of 12 slots: 6-8 measured
   // alike), or ANVIL_DECODE_STACK_HOLD=n chunks; n = slots never holds (the chunk after the ring's first fill waits
@@ -729,9 +741,9 @@ void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branc
   p.hold = ring_knob("ANVIL_DECODE_STACK_HOLD", 0, p.slots, p.slots * 2 / 3);
   // FP8 copies at least this many SM cycles apart (produce() says why), or ANVIL_DECODE_STACK_PACE=n (and
   // ANVIL_DECODE_STACK_PACE_HELD=n for the chunks before a hold); 0 unpaced.
-  p.pace = ring_knob("ANVIL_DECODE_STACK_PACE", 0, 100000, kFp8PaceCycles);
+  p.pace = ring_knob("ANVIL_DECODE_STACK_PACE", 0, 100000, kFp8PaceCycles * grid / kFp8PaceGrid);
   p.pace_held = ring_knob("ANVIL_DECODE_STACK_PACE_HELD", 0, 100000, kFp8PaceHeldCycles);
-  const XRegion xr = x_region(s_, cus);
+  const XRegion xr = x_region(s_, grid);
   p.x_bytes = xr.bytes, p.part_offset = xr.part_offset, p.part_floats = xr.part_floats;
   p.max_splits = int(max_splits_);
   p.eps = s_.eps, p.scale_log2 = s_.attn_scale * 1.4426950408889634f;
@@ -743,7 +755,7 @@ void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branc
   p.l2_first = !(l2 && std::strcmp(l2, "normal") == 0);
   p.h0 = h0.data<bf16>(), p.h1 = h1.data<bf16>(), p.branch = branch.data<bf16>();
   uint8_t* sb = static_cast<uint8_t*>(scratch_.data_ptr());
-  const Scratch sl(s_, max_splits_, cus);
+  const Scratch sl(s_, max_splits_, grid);
   p.qkv = reinterpret_cast<uint32_t*>(sb + sl.qkv), p.att = reinterpret_cast<uint32_t*>(sb + sl.att);
   p.gu = reinterpret_cast<uint32_t*>(sb + sl.gu), p.tb = reinterpret_cast<uint32_t*>(sb + sl.tb);
   p.part = reinterpret_cast<float*>(sb + sl.part), p.hp = reinterpret_cast<bf16*>(sb + sl.hp);
@@ -755,7 +767,7 @@ void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branc
                                       int(smem)));
   Tensor trace;
   if (decode_stack_tracing()) {
-    trace = Tensor::empty({(L_ * kStamps + 1) * cus}, DType::i64, h0.device());
+    trace = Tensor::empty({(L_ * kStamps + 1) * grid}, DType::i64, h0.device());
     p.trace = reinterpret_cast<unsigned long long*>(trace.data_ptr());
   }
   gpu::EventHandle ev[2] = {nullptr, nullptr};
@@ -764,14 +776,14 @@ void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branc
     gpu::event_record(ev[0], gpu::current_stream());
   }
   chunk_trace::begin();
-  ANVIL_GPU_CHECK(gpu::vendor::launch_cooperative(k, dim3(unsigned(cus)), dim3(kThreads), smem, gpu::stream(), p));
-  chunk_trace::end(cus);
+  ANVIL_GPU_CHECK(gpu::vendor::launch_cooperative(k, dim3(unsigned(grid)), dim3(kThreads), smem, gpu::stream(), p));
+  chunk_trace::end(grid);
   if (trace.defined()) {
     gpu::event_record(ev[1], gpu::current_stream());
     Tensor host = trace.to(Device::cpu());
     const double us = 1e3 * double(gpu::event_elapsed_ms(ev[0], ev[1]));
     gpu::event_destroy(ev[0]), gpu::event_destroy(ev[1]);
-    print_trace(host, int(L_), cus, us);
+    print_trace(host, int(L_), grid, us);
   }
 }
 

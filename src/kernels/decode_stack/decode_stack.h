@@ -71,6 +71,8 @@ class DecodeStack {
   void run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branch) const;
   // Bytes of the pre-tiled FP8 copy this plan reads (0: none; the weights go through tensor maps).
   int64_t pretiled_bytes() const { return tiles_.defined() ? tiles_.numel() : 0; }
+  // Blocks of the launch: one per SM at most, fewer where that reads fewer padded weight bytes (stack_grid).
+  int grid() const { return grid_; }
 
  private:
   DecodeStackShape s_;
@@ -79,6 +81,7 @@ class DecodeStack {
   [[maybe_unused]] int64_t Tmax_ = 0;
   [[maybe_unused]] DType wdt_ = DType::bf16;
   [[maybe_unused]] int64_t max_splits_ = 1;  // attention splits per kv-head at most (scratch_ holds their partials)
+  [[maybe_unused]] int grid_ = 1;            // blocks of the launch, one per SM at most (decode_stack.cu, stack_grid)
   Tensor table_;    // the layer table (device copy of decode_stack.cu's Layer structs, as bytes)
   Tensor scratch_;  // the hand-offs (tagged words), attention partials (f32), the blocks' residual copies (bf16)
   Tensor counters_; // i32: [0] blocks done, [1, 1 + NKV) attention tickets, [1 + NKV] launch generation,

@@ -210,36 +210,43 @@ __device__ __forceinline__ Mat mat_of(const Params& p, const Layer& ly, int m) {
     default: return {ly.w[3], p.C, p.H, ly.tmap[3], 0};
   }
 }
-// The block's rows [r0, r1) of a matrix, cut into units of rpc whole rows (a row fits a chunk) or of one row in
-// ppr pieces of pe elements (it does not: down's 14336-wide bf16 rows are two 14 KB pieces).
-struct Plan {
-  int r0, r1, rpc, ppr, pe, units;
+// How a matrix of K columns is cut: units of rpc whole rows (a row fits a chunk) or of one row in ppr pieces of pe
+// elements (it does not: down's 14336-wide bf16 rows are two 14 KB pieces); FP8 (ES = 1): units of kTileRows rows,
+// each row in ppr pieces of kTileK columns (the last one shorter), one tile chunk per piece.
+struct Cut {
+  int rpc, ppr, pe;
 };
-// FP8 (ES = 1): units of kTileRows rows, each row in ppr pieces of kTileK columns (the last one shorter), one tile
-// chunk per piece.
 template <int ES>
-__device__ __forceinline__ Plan plan_of(const Mat& m) {
-  Plan pl;
-  pl.r0 = share_start(m.N, int(blockIdx.x), int(gridDim.x));
-  pl.r1 = share_start(m.N, int(blockIdx.x) + 1, int(gridDim.x));
-  const int row_bytes = m.K * ES;
+ANVIL_HD Cut cut_of(int K) {
+  const int row_bytes = K * ES;
   if constexpr (ES == 1) {
-    pl.rpc = kTileRows, pl.pe = kTileK;
-    pl.ppr = ring_layout::pieces_per_row(m.K);
-    pl.units = (pl.r1 - pl.r0 + kTileRows - 1) / kTileRows;
+    return {kTileRows, ring_layout::pieces_per_row(K), kTileK};
   } else if (row_bytes <= kChunk) {
-    pl.rpc = kChunk / row_bytes, pl.ppr = 1, pl.pe = m.K;
-    pl.units = (pl.r1 - pl.r0 + pl.rpc - 1) / pl.rpc;
+    return {kChunk / row_bytes, 1, K};
   } else {
     constexpr int align = 16 / ES;  // a piece is whole 16-byte packs
     const int ppr0 = (row_bytes + kChunk - 1) / kChunk;
-    pl.rpc = 1;
-    pl.pe = ((m.K + ppr0 - 1) / ppr0 + align - 1) / align * align;
-    pl.ppr = (m.K + pl.pe - 1) / pl.pe;
-    pl.units = pl.r1 - pl.r0;
+    const int pe = ((K + ppr0 - 1) / ppr0 + align - 1) / align * align;
+    return {1, (K + pe - 1) / pe, pe};
   }
+}
+// The block's rows [r0, r1) of a matrix, in `units` units of cut_of's.
+struct Plan {
+  int r0, r1, rpc, ppr, pe, units;
+};
+template <int ES>
+__device__ __forceinline__ Plan plan_of(const Mat& m) {
+  const Cut c = cut_of<ES>(m.K);
+  Plan pl;
+  pl.r0 = share_start(m.N, int(blockIdx.x), int(gridDim.x));
+  pl.r1 = share_start(m.N, int(blockIdx.x) + 1, int(gridDim.x));
+  pl.rpc = c.rpc, pl.ppr = c.ppr, pl.pe = c.pe;
+  pl.units = (pl.r1 - pl.r0 + pl.rpc - 1) / pl.rpc;
   return pl;
 }
+// The grid (at most `sms` blocks, at least NKV) whose blocks read the fewest chunks of the stream's matrices in all
+// without a longer share for any block (ring_layout::fit_grid), for weights of ES bytes. decode_stack_pretile.cu.
+int fit_stack_grid(const DecodeStackShape& s, int ES, int sms);
 
 // ---- FP8 weights pre-tiled (decode_stack_pretile.cu) ----------------------------------------------------------
 // Every matrix of the stream (mat_of's five: gate and up apart) as gpu::ring::pretile lays it out for this grid, so

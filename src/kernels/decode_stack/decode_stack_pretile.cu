@@ -1,5 +1,6 @@
 // decode_stack's pre-tiled FP8 weights: each block's tiles of every matrix as 16 KB chunks in ring-slot layout,
 // so the producer moves each with one linear bulk copy (why: backends/gpu/weight_ring.cuh).
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -20,6 +21,17 @@ void mat_dims(const DecodeStackShape& s, int64_t (&N)[kMats], int64_t (&K)[kMats
 int64_t mat_bytes(int64_t N, int64_t K, int grid) { return ring_layout::pretiled_bytes(int(N), K, grid); }
 
 }  // namespace
+
+int fit_stack_grid(const DecodeStackShape& s, int ES, int sms) {
+  int64_t N[kMats], K[kMats];
+  mat_dims(s, N, K);
+  ring_layout::Cut cuts[kMats];
+  for (int m = 0; m < kMats; m++) {
+    const Cut c = ES == 1 ? cut_of<1>(int(K[m])) : cut_of<2>(int(K[m]));
+    cuts[m] = {int(N[m]), c.rpc, c.ppr};
+  }
+  return std::max(int(s.NKV), ring_layout::fit_grid(cuts, kMats, sms));
+}
 
 int64_t pretiled_layer_bytes(const DecodeStackShape& s, int grid) {
   int64_t N[kMats], K[kMats], bytes = 0;

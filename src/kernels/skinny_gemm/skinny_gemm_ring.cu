@@ -130,7 +130,19 @@ bool ring_reads(const DeviceInfo& info, DType wd, int64_t K) {
   const bool dt = wd == DType::bf16 || wd == DType::f16 || wd == DType::e4m3fn || wd == DType::e4m3fnuz;
   return info.bulk_copy && info.bf16_compute && dt && (K * dtype_size(wd)) % 128 == 0 && K % 64 == 0;
 }
-int ring_grid(const DeviceInfo& info, int N) { return std::min(info.compute_units, gpu::ceil_div(N, kTileRows)); }
+// One block per SM at most and per tile: ring_layout::fit_grid's (the fewest padded chunks in all, no longer share:
+// 8B's gate|up over 128 blocks reads 1792 tiles, over 132 1848), or ANVIL_SKINNY_RING_GRID=n blocks at most (A/B
+// timing; read once, as the pre-tiled copies are laid out for it).
+int ring_grid(const DeviceInfo& info, int N) {
+  static const int forced = [] {
+    const char* e = std::getenv("ANVIL_SKINNY_RING_GRID");
+    return e && *e ? std::max(1, std::atoi(e)) : 0;
+  }();
+  const int most = std::min(forced ? forced : info.compute_units, gpu::ceil_div(N, kTileRows));
+  if (forced) return most;
+  const ring_layout::Cut cut{N, kTileRows, 1};
+  return ring_layout::fit_grid(&cut, 1, most);
+}
 
 // wt: the block's first chunk of the pre-tiled copy (its chunks follow tile-major), or null: the tensor map.
 __device__ void ring_produce(const RingCfg& rc, const RingMaps& maps, const uint8_t* wt, int r0, int units,

@@ -302,12 +302,13 @@ void LlamaModel::step(InferState& st_base, const Tensor& ids_in, Tensor& logits)
                          (tiled ? str("; FP8 weights also pre-tiled for the skinny GEMM, ", tiled / 1000000, " MB")
                                 : std::string());
       else if (st.stack->pretiled_bytes() > 0)
-        st.decode_path = str("every layer in one persistent launch (decode_stack; FP8 weights also pre-tiled, ",
-                             st.stack->pretiled_bytes() / 1000000, " MB",
+        st.decode_path = str("every layer in one persistent launch of ", st.stack->grid(),
+                             " blocks (decode_stack; FP8 weights also pre-tiled, ", st.stack->pretiled_bytes() / 1000000,
+                             " MB",
                              tiled ? str("; the FP8 LM head for the skinny GEMM, ", tiled / 1000000, " MB") : "",
                              ")");
       else
-        st.decode_path = "every layer in one persistent launch (decode_stack)";
+        st.decode_path = str("every layer in one persistent launch of ", st.stack->grid(), " blocks (decode_stack)");
     }
     StepBuffers& bufs = st.dec;
     auto kernels = [&] {
