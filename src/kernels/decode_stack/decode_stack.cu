@@ -86,10 +86,12 @@ const char* const kStampNames[kStamps] = {
 // hand-off's reads) go further apart, p.pace_held: loop 2.633 / 2.620 / 2.567 / 2.539 ms/token at 0 / 380 / 760 /
 // 1500 cycles (one session); in a later one 2500 / 3000 gave 2.815 / 3.104 against 2.52 at 1500. The tensor-map
 // tiles (no room for the pre-tiled copy) are paced alike, unmeasured: their copies took ~0.69 µs a chunk (tenth
-// round), so the pace seldom binds there. Those paces were measured over 132 blocks; over fewer (stack_grid: 128 at
-// the 8B shape) each block's share of HBM is 132 / grid times larger, and the pace shorter by as much (760 -> 737
-// cycles at 128; pace 640 / 680 / 700 / 720 / 740 / 760 there: 2.379 / 2.366 / 2.359 / 2.354 / 2.355 / 2.366
-// ms/token, twenty-sixth round).
+// round), so the pace seldom binds there. Those paces were measured over 132 blocks. Over 128 (stack_grid, the 8B
+// shape since the twenty-sixth round) each block's share of HBM is 132 / 128 times larger, and both paces moved:
+// 640 / 680 / 700 / 720 / 740 / 760 cycles gave 2.379 / 2.366 / 2.359 / 2.354 / 2.355 / 2.366 ms/token; the held
+// ones at 1000 / 1100 / 1200 / 1300 / 1400 / 1500, two runs each: 2.335, 2.337 / 2.336, 2.338 / 2.334, 2.332 /
+// 2.333, 2.335 / 2.341, 2.346 / 2.352, 2.363. The defaults are 740 and 1200 over 128 blocks, scaled by grid / 128
+// for other grids (763 and 1237 over 132: not measured as such).
 template <int ES>
 __device__ void produce(const Params& p, uint8_t* ring, uint64_t* full, uint64_t* empty, volatile unsigned* issued,
                         volatile unsigned* opened) {
@@ -551,9 +553,9 @@ void print_trace(const Tensor& t, int L, int grid, double launch_us) {
   std::fprintf(stderr, "  %-26s %8.2f (µs, events around the counter reset and the launch)\n", "launch", launch_us);
 }
 
-constexpr int kFp8PaceCycles = 760;       // the producer's default pace for FP8 copies over 132 blocks (produce())
-constexpr int kFp8PaceGrid = 132;         // the blocks kFp8PaceCycles was measured over (H200)
-constexpr int kFp8PaceHeldCycles = 1500;  // the same for the chunks before a hold
+constexpr int kFp8PaceCycles = 740;       // the producer's default pace for FP8 copies (produce())
+constexpr int kFp8PaceHeldCycles = 1200;  // the same for the chunks before a hold
+constexpr int kFp8PaceGrid = 128;         // the blocks both were measured over (H200); scaled by grid / this
 // A ring knob read from the environment: `dflt` when unset, else an integer in [lo, hi] or a clear error.
 int ring_knob(const char* name, int lo, int hi, int dflt) {
   const char* e = std::getenv(name);
@@ -742,7 +744,7 @@ void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branc
   // FP8 copies at least this many SM cycles apart (produce() says why), or ANVIL_DECODE_STACK_PACE=n (and
   // ANVIL_DECODE_STACK_PACE_HELD=n for the chunks before a hold); 0 unpaced.
   p.pace = ring_knob("ANVIL_DECODE_STACK_PACE", 0, 100000, kFp8PaceCycles * grid / kFp8PaceGrid);
-  p.pace_held = ring_knob("ANVIL_DECODE_STACK_PACE_HELD", 0, 100000, kFp8PaceHeldCycles);
+  p.pace_held = ring_knob("ANVIL_DECODE_STACK_PACE_HELD", 0, 100000, kFp8PaceHeldCycles * grid / kFp8PaceGrid);
   const XRegion xr = x_region(s_, grid);
   p.x_bytes = xr.bytes, p.part_offset = xr.part_offset, p.part_floats = xr.part_floats;
   p.max_splits = int(max_splits_);
