@@ -73,7 +73,7 @@ LlamaConfig small_config(int64_t NH, int64_t NKV, int64_t HD) {
 TEST(DecodeStack, MatchesPerOpStepBf16) {
   if (!gpu_available()) GTEST_SKIP() << "no GPU";
   // GQA 4 at HD 128 (the 8B shape class) and GQA 2 at HD 64; contexts of 6-15 (one attention split) and of
-  // 150-160 (three splits, combined by the last block of each group).
+  // 150-160 (two splits of at least kAttnRows = 128 rows, combined by the last block of each group).
   auto m = LlamaModel::create(small_config(8, 2, 128), Device::gpu(0), DType::bf16, false, 5);
   compare(*m, 5, "bf16 HD 128 GQA 4");
   compare(*m, 150, "bf16 HD 128 GQA 4");

@@ -711,7 +711,9 @@ DecodeStack::DecodeStack(const DecodeStackShape& s, const std::vector<DecodeStac
   Tensor bytes = Tensor::empty({int64_t(host.size() * sizeof(Layer))}, DType::u8, Device::cpu());
   std::memcpy(bytes.data_ptr(), host.data(), host.size() * sizeof(Layer));
   table_ = bytes.to(dev);
-  max_splits_ = std::max<int64_t>(1, std::min<int64_t>(grid_ / s.NKV, (Tmax_ + kAttnRows - 1) / kAttnRows));
+  // Rows per attention split at least: ANVIL_DECODE_STACK_ATTN_ROWS, for A/B timing.
+  attn_rows_ = ring_knob("ANVIL_DECODE_STACK_ATTN_ROWS", 1, 1 << 20, kAttnRows);
+  max_splits_ = std::max<int64_t>(1, std::min<int64_t>(grid_ / s.NKV, (Tmax_ + attn_rows_ - 1) / attn_rows_));
   scratch_ = Tensor::zeros({Scratch(s, max_splits_, grid_).bytes}, DType::u8, dev);
   counters_ = Tensor::zeros({2 + s.NKV + kCounts}, DType::i32, dev);
 }
@@ -747,7 +749,7 @@ void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branc
   p.pace_held = ring_knob("ANVIL_DECODE_STACK_PACE_HELD", 0, 100000, kFp8PaceHeldCycles * grid / kFp8PaceGrid);
   const XRegion xr = x_region(s_, grid);
   p.x_bytes = xr.bytes, p.part_offset = xr.part_offset, p.part_floats = xr.part_floats;
-  p.max_splits = int(max_splits_);
+  p.max_splits = int(max_splits_), p.attn_rows = attn_rows_;
   p.eps = s_.eps, p.scale_log2 = s_.attn_scale * 1.4426950408889634f;
   // Weights leave L2 first, so the activations and KV cache the bubbles read stay in it. H200, 8B shape, batch 1,
   // two runs each: bf16 4.348 / 4.363 -> 4.236 / 4.236 ms/token, FP8 3.082 / 3.106 -> 3.033 / 3.035; the trace

@@ -81,6 +81,7 @@ class DecodeStack {
   [[maybe_unused]] int64_t Tmax_ = 0;
   [[maybe_unused]] DType wdt_ = DType::bf16;
   [[maybe_unused]] int64_t max_splits_ = 1;  // attention splits per kv-head at most (scratch_ holds their partials)
+  [[maybe_unused]] int attn_rows_ = 1;       // rows per attention split at least
   [[maybe_unused]] int grid_ = 1;            // blocks of the launch, one per SM at most (decode_stack.cu, stack_grid)
   Tensor table_;    // the layer table (device copy of decode_stack.cu's Layer structs, as bytes)
   Tensor scratch_;  // the hand-offs (tagged words), attention partials (f32), the blocks' residual copies (bf16)

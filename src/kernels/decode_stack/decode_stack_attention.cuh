@@ -33,7 +33,7 @@ __device__ void attention(const Params& p, const Layer& ly, float* sm, uint32_t 
   constexpr int DPL = HD / kW, HALF = HD / 2;
   const int lane = threadIdx.x % kW, warp = threadIdx.x / kW;
   const int pos = p.start[0], len = pos + 1;
-  const int nsplit0 = max(1, min(p.max_splits, (len + kAttnRows - 1) / kAttnRows));
+  const int nsplit0 = max(1, min(p.max_splits, (len + p.attn_rows - 1) / p.attn_rows));
   const int rps = (len + nsplit0 - 1) / nsplit0, nsplit = (len + rps - 1) / rps;
   const int item = blockIdx.x;
   if (item >= p.NKV * nsplit) return;

@@ -32,7 +32,12 @@ constexpr int kConsumers = kWarps * kW;
 constexpr int kThreads = kConsumers + kW;         // + the producer warp
 constexpr int kMaxSlots = 16;
 constexpr int kMinSlots = 4;
-constexpr int kAttnRows = 64;                     // rows per attention split at least
+// Rows per attention split at least (the default of Params::attn_rows). Fewer splits spare short contexts the
+// combine's round trips (a ticket and the partials, through L2 under the weight stream). H200, FP8 8B shape, batch
+// 1, 128 tokens, 64 / 128 / 256 / 512 rows, two runs each: loop 2.337, 2.339 / 2.325, 2.324 / 2.324, 2.326 / 2.326,
+// 2.326 ms/token, synchronised steps 2.382, 2.380 / 2.319, 2.325 / 2.334, 2.313 / 2.325, 2.322; at 2048 tokens of
+// context 2.705 / 2.703 / 2.863 (256 rows halve the splits there: one block reads twice the cache).
+constexpr int kAttnRows = 128;
 constexpr int kBarConsumers = 1;                  // hardware barrier id of the consumer warps
 constexpr int kBarTileGroup0 = 2;                 // ids 2, 3, 4: the FP8 tile groups (gemm_tiles)
 // FP8 weights go to the tensor cores (decode_stack.cu, gemm_tiles): their chunk is a tile of kTileRows rows by
@@ -60,6 +65,7 @@ struct Layer {
 struct Params {
   const Layer* layers;
   int L, C, NH, NKV, H, QD, KVD, Tmax, slots, x_bytes, max_splits;
+  int attn_rows;          // rows per attention split at least (the splits: decode_stack_attention.cuh)
   int part_offset, part_floats;  // FP8 tile sums: byte offset in the x region, floats per buffer
   int l2_first;           // weights copied with an L2 evict-first policy (default)
   int hold;               // chunks of a matrix after a hand-off issued before the producer's hold (hold_seq)
