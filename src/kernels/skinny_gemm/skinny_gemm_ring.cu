@@ -136,7 +136,12 @@ bool ring_reads(const DeviceInfo& info, DType wd, int64_t K) {
 int ring_grid(const DeviceInfo& info, int N) {
   static const int forced = [] {
     const char* e = std::getenv("ANVIL_SKINNY_RING_GRID");
-    return e && *e ? std::max(1, std::atoi(e)) : 0;
+    if (!e || !*e) return 0;
+    char* end = nullptr;
+    const long n = std::strtol(e, &end, 10);
+    ANVIL_CHECK(*end == 0 && n >= 1 && n <= (1 << 20), "skinny_gemm", "ANVIL_SKINNY_RING_GRID: a block count >= 1",
+                e);
+    return int(n);
   }();
   const int most = std::min(forced ? forced : info.compute_units, gpu::ceil_div(N, kTileRows));
   if (forced) return most;
