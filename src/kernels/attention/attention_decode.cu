@@ -371,7 +371,12 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, (DecodeTraits<T, HD, GT>::MIN_BLOC
 int forced_splits() {
   static const int n = [] {
     const char* e = std::getenv("ANVIL_ATTN_DECODE_SPLITS");
-    return e ? std::max(0, std::atoi(e)) : 0;
+    if (!e || !*e) return 0;
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    ANVIL_CHECK(*end == 0 && v >= 0 && v <= kMaxSplits, "attention_decode",
+                str("ANVIL_ATTN_DECODE_SPLITS in [0, ", kMaxSplits, "] (0: by the shapes)"), e);
+    return int(v);
   }();
   return n;
 }
