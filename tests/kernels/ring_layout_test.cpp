@@ -116,6 +116,12 @@ TEST(RingLayout, FitGridDropsThePaddingOfThe8bLayer) {
   EXPECT_EQ(fit_grid(&head, 1, 132), 132);
   // A grid that already divides evenly stays.
   EXPECT_EQ(fit_grid(fp8, 5, 128), 128);
+  // decode_stack's bf16 layer (cut_of<2>: two 8 KB rows a chunk, down's 28 KB rows in two pieces) keeps 132: over
+  // 128 blocks gate's 108-109 rows would become 112, 56 chunks a block against 55.
+  const Cut bf16[] = {{6144, 2, 1}, {4096, 2, 1}, {14336, 2, 1}, {14336, 2, 1}, {4096, 1, 2}};
+  EXPECT_EQ(reads_at(bf16[2], 132).most, 55);
+  EXPECT_EQ(reads_at(bf16[2], 128).most, 56);
+  EXPECT_EQ(fit_grid(bf16, 5, 132), 132);
 }
 
 // Whatever the shapes: the grid is within [most - most / 8, most], no block of any matrix reads more than under

@@ -59,8 +59,8 @@ inline Reads reads_at(const Cut& c, int grid) {
 // read from HBM. Llama-3.1-8B's FP8 layer over 132 blocks reads 13,728 chunks of 16 KB where its weights are
 // 13,312 (+3.1%: 217-218 rows of gate in 14 tiles of 16, 31-32 of o in 2); over 128 blocks every share is whole
 // tiles. Keeping every block's share from growing keeps the slowest block as it was. H200, FP8 decode, 128 against
-// 132 blocks: batch 1 2.36 / 2.38 ms/token (with decode_stack's pace scaled to the grid), batch 4 2.81 / 2.95, batch
-// 16 3.18 / 3.24; gate|up per launch in a graph 31.1 / 32.1 µs (docs/decode_kernels.md, twenty-sixth round).
+// 132 blocks: batch 1 2.34 / 2.39 ms/token (decode_stack's paces re-tuned for 128 blocks), batch 4 2.81 / 2.95,
+// batch 16 3.18 / 3.24; gate|up per launch in a graph 31.1 / 32.1 µs (docs/decode_kernels.md, twenty-sixth round).
 inline int fit_grid(const Cut* cuts, int n, int most) {
   int best = most;
   int64_t best_total = -1;
