@@ -431,7 +431,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const Params 
     stamp(l, 3);
     consumer_sync();
     stamp(l, 4);
-    handoff_wait(p, 1, unsigned(l + 1) * unsigned(p.NKV));  // one writer per kv-head
+    handoff_wait(p, 1, unsigned(l + 1) * attn_writers<G>(p));  // one writer per (kv-head, q-head subset)
     xinv = stage_copy<F16, 2>(p.att, tag(l, 1), p.QD, x, red);
     hold_open(opened, hold_seq(l, 1));
     stamp(l, 5);
@@ -702,6 +702,9 @@ void DecodeStack::run(const Tensor& start, Tensor& h0, Tensor& h1, Tensor& branc
   const XRegion xr = x_region(s_, grid);
   p.x_bytes = xr.bytes, p.part_offset = xr.part_offset, p.part_floats = xr.part_floats;
   p.max_splits = int(max_splits_), p.attn_rows = attn_rows_;
+  // A block per q-head when the context takes one split (attn_split says why); ANVIL_DECODE_STACK_HEAD_SPLIT=0: a
+  // block per kv-head.
+  p.head_split = ring_knob("ANVIL_DECODE_STACK_HEAD_SPLIT", 0, 1, 1);
   p.eps = s_.eps, p.scale_log2 = s_.attn_scale * 1.4426950408889634f;
   // Weights leave L2 first, so the activations and KV cache the bubbles read stay in it. H200, 8B shape, batch 1,
   // two runs each: bf16 4.348 / 4.363 -> 4.236 / 4.236 ms/token, FP8 3.082 / 3.106 -> 3.033 / 3.035; the trace

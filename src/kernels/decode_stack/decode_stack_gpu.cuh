@@ -66,6 +66,7 @@ struct Params {
   const Layer* layers;
   int L, C, NH, NKV, H, QD, KVD, Tmax, slots, x_bytes, max_splits;
   int attn_rows;          // rows per attention split at least (the splits: decode_stack_attention.cuh)
+  int head_split;         // one split: a block per q-head, not per kv-head (attn_split)
   int part_offset, part_floats;  // FP8 tile sums: byte offset in the x region, floats per buffer
   int l2_first;           // weights copied with an L2 evict-first policy (default)
   int hold;               // chunks of a matrix after a hand-off issued before the producer's hold (hold_seq)
