@@ -31,7 +31,8 @@
 //   1. h += b, norm (every block computes the 4096-wide norm itself, keeping its own copy of h; block 0 also
 //      stores h for the host), q|k|v GEMM;
 //   2. rope and attention: block (kv-head g, split s) rotates its q-heads and k, appends k and v to the cache
-//      (last split) and attends over its rows; splits are combined by the last block of the group (ticket);
+//      (last split) and attends over its rows; splits are combined by the last block of the group (ticket). A
+//      context of one split takes a block per q-head instead (attn_split);
 //   3. o GEMM (x = the attention output);  4. h += b, norm, the gate and up GEMMs (a block owns the same rows
 //   of both, keeps their outputs in shared memory and writes silu(gate) * up for them);  5. down GEMM.
 // - Hand-offs without grid barriers: what a phase writes for other blocks (q|k|v, the attention output, o's and
