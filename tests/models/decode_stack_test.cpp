@@ -72,10 +72,14 @@ LlamaConfig small_config(int64_t NH, int64_t NKV, int64_t HD) {
 
 TEST(DecodeStack, MatchesPerOpStepBf16) {
   if (!gpu_available()) GTEST_SKIP() << "no GPU";
-  // GQA 4 at HD 128 (the 8B shape class) and GQA 2 at HD 64; contexts of 6-15 (one attention split) and of
-  // 150-160 (two splits of at least kAttnRows = 128 rows, combined by the last block of each group).
+  // GQA 4 at HD 128 (the 8B shape class) and GQA 2 at HD 64. Contexts of 6-15 take one attention split with a
+  // block per q-head (attn_split), and with ANVIL_DECODE_STACK_HEAD_SPLIT=0 a block per kv-head; 151-160 two row
+  // splits of at least kAttnRows = 128 rows, combined by the last block of each group.
   auto m = LlamaModel::create(small_config(8, 2, 128), Device::gpu(0), DType::bf16, false, 5);
   compare(*m, 5, "bf16 HD 128 GQA 4");
+  setenv("ANVIL_DECODE_STACK_HEAD_SPLIT", "0", 1);
+  compare(*m, 5, "bf16 HD 128 GQA 4, a block per kv-head");
+  unsetenv("ANVIL_DECODE_STACK_HEAD_SPLIT");
   compare(*m, 150, "bf16 HD 128 GQA 4");
   auto m2 = LlamaModel::create(small_config(8, 4, 64), Device::gpu(0), DType::bf16, false, 6);
   compare(*m2, 5, "bf16 HD 64 GQA 2");
