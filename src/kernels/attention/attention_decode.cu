@@ -49,6 +49,7 @@
 
 #include "kernels/attention/attention_gpu.cuh"  // first: it brings the vendor runtime that core/ headers need
 #include "core/dispatch.h"
+#include "core/env.h"
 #include "kernels/attention/attention.h"
 
 namespace anvil {
@@ -369,15 +370,7 @@ __global__ void ANVIL_LAUNCH_BOUNDS(kThreads, (DecodeTraits<T, HD, GT>::MIN_BLOC
 
 // ANVIL_ATTN_DECODE_SPLITS=N forces N splits per (b, kv-head) (for tuning the heuristic; 0 or unset: automatic).
 int forced_splits() {
-  static const int n = [] {
-    const char* e = std::getenv("ANVIL_ATTN_DECODE_SPLITS");
-    if (!e || !*e) return 0;
-    char* end = nullptr;
-    const long v = std::strtol(e, &end, 10);
-    ANVIL_CHECK(*end == 0 && v >= 0 && v <= kMaxSplits, "attention_decode",
-                str("ANVIL_ATTN_DECODE_SPLITS in [0, ", kMaxSplits, "] (0: by the shapes)"), e);
-    return int(v);
-  }();
+  static const int n = env_int("attention_decode", "ANVIL_ATTN_DECODE_SPLITS", 0, kMaxSplits, 0);
   return n;
 }
 

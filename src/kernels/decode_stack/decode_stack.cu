@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "backends/gpu/common.cuh"
+#include "core/env.h"
 #include "kernels/decode_stack/decode_stack.h"
 #include "kernels/decode_stack/decode_stack_attention.cuh"
 #include "kernels/decode_stack/decode_stack_chunk_trace.cuh"
@@ -510,14 +511,7 @@ constexpr int kFp8PaceCycles = 740;       // the producer's default pace for FP8
 constexpr int kFp8PaceHeldCycles = 1200;  // the same for the chunks before a hold
 constexpr int kFp8PaceGrid = 128;         // the blocks both were measured over (H200); scaled by grid / this
 // A ring knob read from the environment: `dflt` when unset, else an integer in [lo, hi] or a clear error.
-int ring_knob(const char* name, int lo, int hi, int dflt) {
-  const char* e = std::getenv(name);
-  if (!e || !*e) return dflt;
-  char* end = nullptr;
-  const long n = std::strtol(e, &end, 10);
-  ANVIL_CHECK(*end == 0 && n >= lo && n <= hi, "decode_stack", str(name, " in [", lo, ", ", hi, "]"), e);
-  return int(n);
-}
+int ring_knob(const char* name, int lo, int hi, int dflt) { return env_int("decode_stack", name, lo, hi, dflt); }
 
 // The launch's blocks, one per SM at most: fit_stack_grid's, or ANVIL_DECODE_STACK_GRID=n (for A/B timing).
 int stack_grid(const DecodeStackShape& s, DType wd) {

@@ -41,6 +41,7 @@
 
 #include "kernels/skinny_gemm/skinny_gemm_gpu.cuh"  // first: common.cuh brings the vendor runtime core/ needs
 #include "backends/gpu/weight_ring.cuh"
+#include "core/env.h"
 #include "kernels/skinny_gemm/skinny_gemm.h"
 #include "kernels/skinny_gemm/skinny_gemm_stage.cuh"
 #include "kernels/swiglu/swiglu_gpu.cuh"
@@ -134,15 +135,7 @@ bool ring_reads(const DeviceInfo& info, DType wd, int64_t K) {
 // 8B's gate|up over 128 blocks reads 1792 tiles, over 132 1848), or ANVIL_SKINNY_RING_GRID=n blocks at most (A/B
 // timing; read once, as the pre-tiled copies are laid out for it).
 int ring_grid(const DeviceInfo& info, int N) {
-  static const int forced = [] {
-    const char* e = std::getenv("ANVIL_SKINNY_RING_GRID");
-    if (!e || !*e) return 0;
-    char* end = nullptr;
-    const long n = std::strtol(e, &end, 10);
-    ANVIL_CHECK(*end == 0 && n >= 1 && n <= (1 << 20), "skinny_gemm", "ANVIL_SKINNY_RING_GRID: a block count >= 1",
-                e);
-    return int(n);
-  }();
+  static const int forced = env_int("skinny_gemm", "ANVIL_SKINNY_RING_GRID", 1, 1 << 20, 0);  // 0: unset
   const int most = std::min(forced ? forced : info.compute_units, gpu::ceil_div(N, kTileRows));
   if (forced) return most;
   const ring_layout::Cut cut{N, kTileRows, 1};
