@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The sm_90 machine code of one CUDA source, on a machine without a GPU: registers and spills per kernel (ptxas),
-# then tools/sass_loops.py's loops and MUFU distances. The CUDA toolkit Debian installs has no cuobjdump, so the
-# first run fetches it from PyPI (the nvidia-cuda-cuobjdump wheel) into ~/.cache/anvil/.
+# then tools/sass_loops.py's loops and MUFU distances. The CUDA toolkit Debian installs has no cuobjdump or
+# nvdisasm (which cuobjdump runs), so the first run fetches both from PyPI (their nvidia-cuda-* wheels) into
+# ~/.cache/anvil/.
 #
 #   scripts/sass.sh src/kernels/selective_scan/selective_scan_fwd_seq.cu [KERNEL_REGEX]
 #   SAME_AS=old.cubin scripts/sass.sh FILE.cu [KERNEL_REGEX]   whether the code equals an earlier build's
@@ -14,28 +15,33 @@ pattern=${2:-}
 nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
 [ -n "$nvcc" ] || { echo "sass.sh: nvcc not found (scripts/setup.sh installs the CUDA toolkit)" >&2; exit 2; }
 
-if ! command -v cuobjdump >/dev/null; then
-  cache="$HOME/.cache/anvil/cuobjdump"
-  if [ ! -x "$cache/bin/cuobjdump" ]; then
-    echo "sass.sh: fetching cuobjdump (pip download nvidia-cuda-cuobjdump) into $cache" >&2
-    tmp=$(mktemp -d)
-    python3 -m pip download --quiet --no-deps nvidia-cuda-cuobjdump -d "$tmp"
-    mkdir -p "$cache/bin"
-    python3 - "$tmp" "$cache/bin" <<'EOF'
+# cuobjdump -sass runs nvdisasm: both come from their PyPI wheels when the toolkit lacks them.
+cache="$HOME/.cache/anvil/cuobjdump"
+fetch_tool() {  # fetch_tool TOOL: bin/TOOL of the nvidia-cuda-TOOL wheel into $cache/bin
+  local tool=$1 tmp
+  command -v "$tool" >/dev/null && return 0
+  [ -x "$cache/bin/$tool" ] && return 0
+  echo "sass.sh: fetching $tool (pip download nvidia-cuda-$tool) into $cache" >&2
+  tmp=$(mktemp -d)
+  python3 -m pip download --quiet --no-deps "nvidia-cuda-$tool" -d "$tmp"
+  mkdir -p "$cache/bin"
+  python3 - "$tmp" "$cache/bin" "$tool" <<'EOF'
 import glob, os, sys, zipfile
-wheel = glob.glob(os.path.join(sys.argv[1], '*.whl'))[0]
+folder, out, tool = sys.argv[1:4]
+wheel = glob.glob(os.path.join(folder, '*.whl'))[0]
 with zipfile.ZipFile(wheel) as z:
-    names = [n for n in z.namelist() if n.endswith('/bin/cuobjdump')]
+    names = [n for n in z.namelist() if n.endswith('/bin/' + tool)]
     if not names:
-        sys.exit(f'sass.sh: no bin/cuobjdump in {os.path.basename(wheel)}')
-    with open(os.path.join(sys.argv[2], 'cuobjdump'), 'wb') as f:
+        sys.exit(f'sass.sh: no bin/{tool} in {os.path.basename(wheel)}')
+    with open(os.path.join(out, tool), 'wb') as f:
         f.write(z.read(names[0]))
 EOF
-    chmod +x "$cache/bin/cuobjdump"
-    rm -rf "$tmp"
-  fi
-  export PATH="$cache/bin:$PATH"
-fi
+  chmod +x "$cache/bin/$tool"
+  rm -rf "$tmp"
+}
+fetch_tool cuobjdump
+fetch_tool nvdisasm
+export PATH="$cache/bin:$PATH"
 
 cubin=${OUT_CUBIN:-/tmp/anvil_sass.cubin}
 # The flags of the CUDA build (CMakeLists.txt) for sm_90, as a cubin; -Xptxas -v prints registers and spills.
