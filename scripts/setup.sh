@@ -3,7 +3,7 @@
 # Run as root (or with sudo available). Usage: scripts/setup.sh [--with-hip] [--with-python]
 set -euo pipefail
 
-pkgs=(cmake ninja-build g++ pkg-config libgtest-dev libopenblas-dev libpcre2-dev nlohmann-json3-dev
+pkgs=(cmake ninja-build g++ pkg-config libgtest-dev libopenblas-pthread-dev libopenblas-openmp-dev libpcre2-dev nlohmann-json3-dev
       libcli11-dev libtomlplusplus-dev libcpp-httplib-dev libopenmpi-dev openmpi-bin fortunes)
 want_hip=0; want_py=0
 for a in "$@"; do
