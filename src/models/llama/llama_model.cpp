@@ -1,4 +1,5 @@
 // Llama parameters: creation, naming (Hugging Face layout), random initialisation, weight refresh.
+#include <algorithm>
 #include <cmath>
 
 #include "core/rng.h"
@@ -168,7 +169,14 @@ std::unique_ptr<LlamaModel> LlamaModel::create(const LlamaConfig& cfg, Device de
     const bool is_norm = p.weight.dim() == 1;
     std::vector<float> v(static_cast<size_t>(p.weight.numel()));
     const uint64_t s = seed * 0x9E3779B97F4A7C15ull + (++salt);
-    for (size_t k = 0; k < v.size(); k++) v[k] = is_norm ? 1.f : float(cfg.initializer_range) * rng_normal(s, k);
+    if (is_norm) {
+      std::fill(v.begin(), v.end(), 1.f);
+    } else {
+      rng_fill_normal(v.data(), v.size(), s);
+      const float r = float(cfg.initializer_range);
+#pragma omp parallel for simd
+      for (size_t k = 0; k < v.size(); k++) v[k] *= r;
+    }
     Tensor src = Tensor::from_floats(v, p.weight.shape(), DType::f32, device);
     if (p.master.defined()) p.master.copy_(src);
     else cast(src, p.weight);

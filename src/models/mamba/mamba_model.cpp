@@ -118,7 +118,7 @@ std::unique_ptr<MambaModel> MambaModel::create(const MambaConfig& cfg, Device de
     std::vector<float> v(static_cast<size_t>(p.weight.numel()));
     const uint64_t s = seed * 0x9E3779B97F4A7C15ull + (++salt);
     auto uniform = [&](double lo, double hi) {
-      for (size_t k = 0; k < v.size(); k++) v[k] = float(lo + (hi - lo) * rng_uniform(s, k));
+      rng_fill_uniform(v.data(), v.size(), s, lo, hi);
     };
     const std::string& n = p.name;
     if (ends(n, "norm.weight") || ends(n, "norm_f.weight") || ends(n, "mixer.D")) {
@@ -142,7 +142,9 @@ std::unique_ptr<MambaModel> MambaModel::create(const MambaConfig& cfg, Device de
       if (ends(n, "out_proj.weight") && cfg.rescale_prenorm_residual) b /= std::sqrt(double(cfg.num_hidden_layers));
       uniform(-b, b);
     } else {
-      for (size_t k = 0; k < v.size(); k++) v[k] = float(std_ * rng_normal(s, k));
+      rng_fill_normal(v.data(), v.size(), s);
+#pragma omp parallel for simd
+      for (size_t k = 0; k < v.size(); k++) v[k] = float(std_ * v[k]);
     }
     Tensor src = Tensor::from_floats(v, p.weight.shape(), DType::f32, device);
     if (p.master.defined()) p.master.copy_(src);
