@@ -1,0 +1,73 @@
+"""The PyTorch training step that `anvil bench train` is compared with, on the same machine and shapes.
+
+A transformers model built from the same config.json (random weights, f32 on the CPU or bf16 autocast on a GPU),
+seeded random tokens, and the step anvil times: forward, loss, backward, global-norm clipping at 1.0, AdamW.
+Prints the median step and one line for scripts:
+    TORCH model=NAME batch=B seq=T device=D tok_s=X ms_step=Y
+
+    python3 bench/torch_train_step.py --config configs/models/mamba-130m.json --batch 1 --seq 256 --device cpu
+On the CPU, MambaForCausalLM runs its pure-PyTorch path (no mamba_ssm kernels): what a user gets without them.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--config", required=True, help="a Hugging Face config.json (configs/models/NAME.json)")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--seq", type=int, default=256)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    args = p.parse_args()
+
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    torch.set_num_threads(args.threads)
+    with open(args.config) as f:
+        raw = json.load(f)
+    arch = raw.get("architectures", [""])[0]
+    if arch not in ("LlamaForCausalLM", "MambaForCausalLM"):
+        sys.exit(f"torch_train_step.py: expected a Llama or Mamba config, got architectures {raw.get('architectures')}")
+    cfg = transformers.AutoConfig.for_model(**raw)
+    model = getattr(transformers, arch)(cfg).to(args.device).float().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, cfg.vocab_size, (args.batch, args.seq), generator=gen).to(args.device)
+    autocast = torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=args.device == "cuda")
+
+    def step():
+        with autocast:
+            out = model(input_ids=ids, labels=ids, use_cache=False)  # the model shifts the labels itself
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+
+    for _ in range(args.warmup):
+        step()
+    times = []
+    for _ in range(args.steps):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    ms = statistics.median(times) * 1e3
+    tok_s = args.batch * args.seq / (ms * 1e-3)
+    name = os.path.splitext(os.path.basename(args.config))[0]
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}, {args.threads} threads: "
+          f"{ms:.1f} ms/step, {tok_s:.0f} tok/s")
+    print(f"TORCH model={name} batch={args.batch} seq={args.seq} device={args.device} tok_s={tok_s:.0f} ms_step={ms:.2f}")
+
+
+if __name__ == "__main__":
+    main()
