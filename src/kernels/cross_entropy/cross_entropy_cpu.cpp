@@ -1,6 +1,7 @@
 // CPU row-wise pieces of the chunked cross-entropy (the GEMMs go through anvil::matmul). Rows in parallel.
 #include <cmath>
 
+#include "backends/cpu/simd.h"
 #include "core/dispatch.h"
 #include "kernels/cross_entropy/cross_entropy.h"
 
@@ -19,7 +20,10 @@ void cross_entropy_chunk_fwd_cpu(const Tensor& logits, const Tensor& targets, in
     for (int64_t j = 0; j < Vc; j++) mx = std::max(mx, zr[j]);
     const float M = first ? mx : std::max(pm[n], mx);
     float sum = first ? 0.f : ps[n] * std::exp(pm[n] - M);  // rescale the earlier chunks to the new max
-    for (int64_t j = 0; j < Vc; j++) sum += std::exp(zr[j] - M);
+    float chunk = 0.f;  // cpu::exp_simd: the loop vectorises (a libm call per logit kept it scalar)
+#pragma omp simd reduction(+ : chunk)
+    for (int64_t j = 0; j < Vc; j++) chunk += cpu::exp_simd(zr[j] - M);
+    sum += chunk;
     pm[n] = M;
     ps[n] = sum;
     if (first) pt[n] = 0.f;
@@ -45,8 +49,9 @@ static void chunk_bwd(const float* z, const int32_t* t, int64_t v0, const float*
 #pragma omp parallel for
   for (int64_t n = 0; n < N; n++) {
     const float g = t[n] < 0 ? 0.f : dloss[n];
+#pragma omp simd
     for (int64_t j = 0; j < Vc; j++) {
-      const float p = std::exp(z[n * Vc + j] - lse[n]) - (v0 + j == t[n] ? 1.f : 0.f);
+      const float p = cpu::exp_simd(z[n * Vc + j] - lse[n]) - (v0 + j == t[n] ? 1.f : 0.f);
       dz[n * Vc + j] = from_f32<T>(g * p);  // in place when T is float: each element read before written
     }
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backends/cpu/simd.h"
 #include "core/dispatch.h"
 #include "kernels/skinny_gemm/skinny_gemm.h"
 
@@ -81,7 +82,7 @@ void skinny_gemm_fused_cpu(const SkinnyPrologue& pro, const Tensor& w, const Ten
       for (int64_t k = 0; k < K; k++) {
         const float g = load_as_f32(pro.gu.data_ptr(), pro.gu.dtype(), size_t(m * 2 * K + k));
         const float u = load_as_f32(pro.gu.data_ptr(), pro.gu.dtype(), size_t(m * 2 * K + K + k));
-        xf[m * K + k] = g / (1.f + std::exp(-g)) * u;
+        xf[m * K + k] = g / (1.f + cpu::exp_simd(-g)) * u;  // as swiglu_cpu.cpp
       }
   } else {
     const DType dt = pro.a.dtype();
