@@ -36,7 +36,7 @@ def main():
         raw = json.load(f)
     arch = raw.get("architectures", [""])[0]
     if arch not in ("LlamaForCausalLM", "MambaForCausalLM"):
-        sys.exit(f"torch_train_step.py: expected a Llama or Mamba config, got architectures {raw.get('architectures')}")
+        sys.exit(f"torch_train_step.py: expected a Llama or Mamba config, got {raw.get('architectures')}")
     cfg = transformers.AutoConfig.for_model(**raw)
     model = getattr(transformers, arch)(cfg).to(args.device).float().train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
@@ -66,7 +66,8 @@ def main():
     name = os.path.splitext(os.path.basename(args.config))[0]
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, {args.threads} threads: "
           f"{ms:.1f} ms/step, {tok_s:.0f} tok/s")
-    print(f"TORCH model={name} batch={args.batch} seq={args.seq} device={args.device} tok_s={tok_s:.0f} ms_step={ms:.2f}")
+    print(f"TORCH model={name} batch={args.batch} seq={args.seq} device={args.device} tok_s={tok_s:.0f} "
+          f"ms_step={ms:.2f}")
 
 
 if __name__ == "__main__":

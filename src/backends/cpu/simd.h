@@ -1,11 +1,14 @@
 // What the CPU kernels' vector loops share: exp in a form the compiler vectorises, and AVX2 clones.
 #pragma once
 
-// ANVIL_CPU_CLONES on a function: GCC and clang build it twice, for AVX2 and for the x86-64 baseline (SSE2), and
-// the loader picks one for the CPU it runs on (an ifunc). The rest of the binary stays baseline, so it still runs
-// on any x86-64. `avx2` does not include FMA, so a clone rounds every lane exactly as the baseline does.
+// ANVIL_CPU_CLONES on a function: GCC and clang build it three times, for AVX-512, AVX2 and the x86-64 baseline
+// (SSE2), and the loader picks one for the CPU it runs on (an ifunc). The rest of the binary stays baseline, so it
+// still runs on any x86-64. `avx2` does not include FMA, so that clone rounds every lane as the baseline does;
+// `avx512f` does, and the compiler fuses a * b + c there: its results can differ from the others in the last
+// bits (the same on every run of one machine). bf16 decode of the Llama-3.2-1B shape on 2 cores: 91-92 ms/token
+// with the AVX2 clone, 86 with AVX-512 (docs/cpu.md).
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && !defined(__HIPCC__)
-#define ANVIL_CPU_CLONES __attribute__((target_clones("avx2", "default")))
+#define ANVIL_CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define ANVIL_CPU_CLONES
 #endif

@@ -6,7 +6,7 @@
 // block, P is recomputed from the saved lse and dP = dO V^T, dQ = dS K, dK += dS^T Q, dV += P^T dO are products.
 // The products run inside the OpenMP loop, where OpenBLAS's OpenMP build keeps each to its caller's thread.
 // Llama-tiny CPU training (batch 4 x 256, 2 cores) ran at 4.4-4.9k tok/s with the earlier row-at-a-time version
-// (dot products and a libm exp per key) and at 13.0-13.1k with this; docs/training.md, "The CPU step".
+// (dot products and a libm exp per key) and at 13.0-13.1k with this; docs/cpu.md.
 #include <cblas.h>
 
 #include <algorithm>

@@ -7,7 +7,7 @@
 // The state loops run over n with unit stride, so that they vectorise: Bm and Cm are first copied to f32 in
 // step-major order, (B, G, L, N), shared by the group's channels; exp is cpu::exp_simd instead of a libm call;
 // dB and dC are summed step-major and transposed once at the end. Mamba-130m CPU training (f32, batch 1 x 256,
-// 2 cores) went from 77-83 to 103-112 tok/s with it (docs/training.md, "The CPU step").
+// 2 cores) went from 77-83 to 103-112 tok/s with it (docs/cpu.md).
 #include <cmath>
 #include <vector>
 
@@ -51,8 +51,7 @@ std::vector<float> step_major(const T* x, int64_t BG, int64_t N, int64_t L) {
 // the forward and the backward's recomputation of the output then give the same bits. a (optional) receives
 // exp(dt A), which the backward's reverse pass needs again; the test sits outside the loops, since a conditional
 // store inside stopped them vectorising.
-// Built for AVX2 and the x86-64 baseline, picked at load time (8 lanes instead of 4). Without FMA in the target
-// (`avx2`, not `arch=haswell`) every lane rounds as the baseline does, so the results are the same bits either way.
+// Built for AVX-512, AVX2 and the x86-64 baseline, picked at load time (backends/cpu/simd.h).
 ANVIL_CPU_CLONES float scan_step(int64_t N, const float* A, float dt, float du, const float* Bt, const float* Ct,
                                  const float* hp, float* h, float* a, float* ch) {
   if (a) {
