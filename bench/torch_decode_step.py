@@ -5,10 +5,11 @@ a config.json (for anvil to load), then times transformers' greedy generate on t
 Prints one line for scripts:  TORCH_DECODE model=NAME dtype=D prompt=P tokens=N ms_token=X
 """
 import argparse
-import json
 import os
 import sys
 import time
+
+from torch_model import model_from_config
 
 
 def main():
@@ -21,19 +22,9 @@ def main():
     p.add_argument("--threads", type=int, default=os.cpu_count())
     args = p.parse_args()
 
-    import torch
-    import transformers
-
-    torch.manual_seed(0)
-    torch.set_num_threads(args.threads)
-    with open(args.config) as f:
-        raw = json.load(f)
-    arch = raw.get("architectures", [""])[0]
-    if arch not in ("LlamaForCausalLM", "MambaForCausalLM"):
-        sys.exit(f"torch_decode_step.py: expected a Llama or Mamba config, got {raw.get('architectures')}")
-    cfg = transformers.AutoConfig.for_model(**raw)
+    torch, model, cfg = model_from_config(args.config, args.threads, "torch_decode_step.py")
     dtype = torch.float32 if args.dtype == "f32" else torch.bfloat16
-    model = getattr(transformers, arch)(cfg).to(dtype).eval()
+    model = model.to(dtype).eval()
     t = time.time()
     model.save_pretrained(args.out, safe_serialization=True)
     print(f"saved {args.out} in {time.time() - t:.1f} s", flush=True)
@@ -52,7 +43,8 @@ def main():
         many = time.perf_counter() - t
     ms = (many - one) / args.tokens * 1e3
     name = os.path.splitext(os.path.basename(args.config))[0]
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, {args.threads} threads, "
+    versions = f"torch {torch.__version__}, transformers {sys.modules['transformers'].__version__}"
+    print(f"{versions}, {args.threads} threads, "
           f"dynamic cache, eager: {ms:.1f} ms/token")
     print(f"TORCH_DECODE model={name} dtype={args.dtype} prompt={args.prompt_len} tokens={args.tokens} "
           f"ms_token={ms:.2f}")

@@ -9,11 +9,12 @@ Prints the median step and one line for scripts:
 On the CPU, MambaForCausalLM runs its pure-PyTorch path (no mamba_ssm kernels): what a user gets without them.
 """
 import argparse
-import json
 import os
 import statistics
 import sys
 import time
+
+from torch_model import model_from_config
 
 
 def main():
@@ -27,18 +28,8 @@ def main():
     p.add_argument("--threads", type=int, default=os.cpu_count())
     args = p.parse_args()
 
-    import torch
-    import transformers
-
-    torch.manual_seed(0)
-    torch.set_num_threads(args.threads)
-    with open(args.config) as f:
-        raw = json.load(f)
-    arch = raw.get("architectures", [""])[0]
-    if arch not in ("LlamaForCausalLM", "MambaForCausalLM"):
-        sys.exit(f"torch_train_step.py: expected a Llama or Mamba config, got {raw.get('architectures')}")
-    cfg = transformers.AutoConfig.for_model(**raw)
-    model = getattr(transformers, arch)(cfg).to(args.device).float().train()
+    torch, model, cfg = model_from_config(args.config, args.threads, "torch_train_step.py")
+    model = model.to(args.device).float().train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, cfg.vocab_size, (args.batch, args.seq), generator=gen).to(args.device)
@@ -64,7 +55,8 @@ def main():
     ms = statistics.median(times) * 1e3
     tok_s = args.batch * args.seq / (ms * 1e-3)
     name = os.path.splitext(os.path.basename(args.config))[0]
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, {args.threads} threads: "
+    versions = f"torch {torch.__version__}, transformers {sys.modules['transformers'].__version__}"
+    print(f"{versions}, {args.threads} threads: "
           f"{ms:.1f} ms/step, {tok_s:.0f} tok/s")
     print(f"TORCH model={name} batch={args.batch} seq={args.seq} device={args.device} tok_s={tok_s:.0f} "
           f"ms_step={ms:.2f}")
