@@ -1,5 +1,5 @@
-// cpu::exp_simd against exp in double, its range ends, and the same values from a vectorised loop as from single
-// calls (the compiler must not change the function when it vectorises it).
+// cpu::exp_simd, log_simd and softplus_simd against double math, exp's range ends, and the same values from a
+// vectorised loop as from single calls (the compiler must not change the function when it vectorises it).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -61,6 +61,39 @@ TEST(ExpSimd, VectorisedLoopGivesTheSameBitsAsSingleCalls) {
     if (std::isnan(one)) EXPECT_TRUE(std::isnan(vec[i])) << i;
     else EXPECT_EQ(vec[i], one) << "x = " << x[i];
   }
+}
+
+// |got - ref| in units of the last place of the float nearest ref.
+double ulps_of(double ref, float got) {
+  return std::fabs(double(got) - ref) / std::ldexp(1.0, std::ilogb(float(ref)) - 23);
+}
+
+TEST(LogSimd, WithinThreeUlpOverThePositiveNormals) {
+  double worst = 0;
+  float at = 0;
+  for (float x = 1e-37f; x < 3e38f; x *= 1.0003f) {
+    const double ref = std::log(double(x));
+    if (ref == 0) continue;
+    const double e = ulps_of(ref, cpu::log_simd(x));
+    if (e > worst) worst = e, at = x;
+  }
+  std::printf("log_simd: worst %.3f ulp at x = %.7g\n", worst, at);  // 2.48 at 1.12 when written
+  EXPECT_LE(worst, 3.0) << "at x = " << at;
+  EXPECT_EQ(cpu::log_simd(1.f), 0.f);
+}
+
+TEST(SoftplusSimd, WithinFourAndAHalfUlpAndTheIdentityAbove20) {
+  double worst = 0;
+  float at = 0;
+  for (float v = -80.f; v < 20.f; v += 3e-4f) {
+    const double e = ulps_of(std::log1p(std::exp(double(v))), cpu::softplus_simd(v));
+    if (e > worst) worst = e, at = v;
+  }
+  std::printf("softplus_simd: worst %.3f ulp at v = %.7g\n", worst, at);  // 3.9 at -6.5 when written
+  EXPECT_LE(worst, 4.5) << "at v = " << at;
+  EXPECT_EQ(cpu::softplus_simd(20.5f), 20.5f);
+  EXPECT_EQ(cpu::softplus_simd(1e30f), 1e30f);
+  EXPECT_TRUE(std::isnan(cpu::softplus_simd(std::numeric_limits<float>::quiet_NaN())));
 }
 
 TEST(RngFill, EqualsTheOneAtATimeStream) {

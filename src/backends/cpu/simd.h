@@ -1,4 +1,4 @@
-// What the CPU kernels' vector loops share: exp in a form the compiler vectorises, and AVX2 clones.
+// What the CPU kernels' vector loops share: exp, log and softplus in a form the compiler vectorises, and clones.
 #pragma once
 
 // ANVIL_CPU_CLONES on a function: GCC and clang build it three times, for AVX-512, AVX2 and the x86-64 baseline
@@ -56,6 +56,33 @@ inline float exp_simd(float x) {
   e = x < kLo ? 0.f : e;
   e = x > kHi ? __builtin_inff() : e;
   return x != x ? x : e;
+}
+
+// log(x) for finite x > 0 in the same form: x = m 2^k with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s) with
+// s = (m - 1) / (m + 1) (|s| <= 0.172) by its series to s^9, plus k ln2 in two parts. Zero and denormal x are
+// outside its domain (it takes them as tiny normal numbers).
+inline float log_simd(float x) {
+  constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+  const int bits = __builtin_bit_cast(int, x);
+  const int k = (bits - __builtin_bit_cast(int, 0.70710678f)) >> 23;
+  const float m = __builtin_bit_cast(float, bits - k * (1 << 23));
+  const float s = (m - 1.f) / (m + 1.f), s2 = s * s;
+  float p = 2.f / 9.f;
+  p = p * s2 + 2.f / 7.f;
+  p = p * s2 + 2.f / 5.f;
+  p = p * s2 + 2.f / 3.f;
+  p = p * s2 + 2.f;
+  const float kf = float(k);
+  return kf * kLn2Hi + (kf * kLn2Lo + s * p);
+}
+
+// softplus(v) = log(1 + exp(v)), v itself above 20 (as the scan's contract has it). log1p(e) is taken as
+// log(u) - ((u - 1) - e) / u with u = 1 + e: the second term restores what rounding 1 + e lost, so small e keep
+// their relative accuracy.
+inline float softplus_simd(float v) {
+  const float e = exp_simd(v), u = 1.f + e;
+  const float sp = log_simd(u) - ((u - 1.f) - e) / u;
+  return v > 20.f ? v : sp;
 }
 
 }  // namespace anvil::cpu
