@@ -11,7 +11,8 @@
 //          NaN garbage). On the GPU, products with few rows (c = a @ b^T, beta = 0, 16-bit b, or weight-only FP8
 //          with bf16 a) take the skinny decode kernel (kernels/skinny_gemm); the rest cuBLASLt on NVIDIA, the
 //          portable tiled kernel on AMD and as fallback (ANVIL_GEMM=tiled forces it, ANVIL_GEMM=vendor skips the
-//          skinny kernel). OpenBLAS on the CPU (bf16/f16 inputs are widened to f32 in row panels).
+//          skinny kernel). OpenBLAS on the CPU (bf16/f16 inputs are widened to f32 in row panels), except
+//          products c = a @ b^T of at most 4 rows with beta = 0, which read b once through skinny_gemm_cpu.
 // Gradients: dx is overwritten (x's dtype); dw and dbias are accumulated into (+=), f32.
 #pragma once
 #include "core/tensor.h"

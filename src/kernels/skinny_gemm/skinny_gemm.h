@@ -23,7 +23,8 @@
 //          (e4m3fn: not one row of a weight under 20 MB) and e4m3fnuz at 9..16 (ANVIL_SKINNY_RING=0 / 2); given
 //          w_tiles (skinny_gemm_tiles), it reads w from that pre-tiled copy (bf16 3-8% faster, FP8 0-2%); e4m3fn
 //          with f16 or staged bf16 x also at 17..32 rows (skinny_gemm_wide).
-//          matmul / matmul_fwd / matmul_fp8 route M <= kSkinnyMaxRows products here on the GPU (matmul.cu).
+//          matmul / matmul_fwd / matmul_fp8 route M <= kSkinnyMaxRows products here on the GPU (matmul.cu);
+//          on the CPU, matmul sends c = a @ b^T of at most 4 rows (f32 w too) to skinny_gemm_cpu (matmul_cpu.cpp).
 #pragma once
 #include "core/tensor.h"
 
